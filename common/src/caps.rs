@@ -1,0 +1,104 @@
+//! Dropping every capability before the wall goes up.
+//!
+//! Order: bounding set first (dropping it needs CAP_SETPCAP, which the later steps remove),
+//! then ambient, inheritable, effective, permitted. Each step is checked, and the result is
+//! read back: a set that is not empty afterwards is an error, never a warning.
+
+use caps::CapSet;
+
+use crate::sys;
+
+/// Why the capabilities could not be dropped.
+#[derive(Debug, thiserror::Error)]
+pub enum CapsError {
+    /// A set could not be changed.
+    #[error("dropping the {set} capability set: {why}")]
+    Drop {
+        /// Which set.
+        set: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// A set is not empty after dropping it.
+    #[error("the {set} capability set is not empty after dropping it")]
+    StillHeld {
+        /// Which set.
+        set: &'static str,
+    },
+}
+
+/// Capabilities are numbered from 0; the kernel answers EINVAL past its last one.
+/// 64 bounds the loop whatever the kernel: the capability sets are 64-bit.
+const CAP_LIMIT: u32 = 64;
+const CAP_SETPCAP: u32 = 8;
+
+fn drop_err(set: &'static str) -> impl Fn(caps::errors::CapsError) -> CapsError {
+    move |e| CapsError::Drop {
+        set,
+        why: e.to_string(),
+    }
+}
+
+/// Drops all five capability sets and checks that they are empty.
+pub fn drop_all() -> Result<(), CapsError> {
+    let have_setpcap = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP)
+        .map_err(drop_err("effective"))?;
+    let permitted = caps::read(None, CapSet::Permitted).map_err(drop_err("permitted"))?;
+    // 1. Bounding. Without CAP_SETPCAP the kernel forbids it; that only happens for a process
+    //    that holds no capabilities at all, which — with no_new_privs set next — can never
+    //    gain one through exec, so the bounding set is then moot rather than a hole.
+    if have_setpcap {
+        for cap in 0..CAP_LIMIT {
+            match sys::capbset_drop(cap) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
+                Err(e) => {
+                    return Err(CapsError::Drop {
+                        set: "bounding",
+                        why: format!("capability {cap}: {e}"),
+                    })
+                }
+            }
+        }
+    } else if !permitted.is_empty() {
+        return Err(CapsError::Drop {
+            set: "bounding",
+            why: format!("CAP_SETPCAP (capability {CAP_SETPCAP}) is not effective but other capabilities are permitted"),
+        });
+    }
+    // 2.–5. Ambient, inheritable, effective, permitted.
+    caps::clear(None, CapSet::Ambient).map_err(drop_err("ambient"))?;
+    caps::clear(None, CapSet::Inheritable).map_err(drop_err("inheritable"))?;
+    caps::clear(None, CapSet::Effective).map_err(drop_err("effective"))?;
+    caps::clear(None, CapSet::Permitted).map_err(drop_err("permitted"))?;
+    verify(have_setpcap)
+}
+
+fn verify(bounding_dropped: bool) -> Result<(), CapsError> {
+    for (set, name) in [
+        (CapSet::Ambient, "ambient"),
+        (CapSet::Inheritable, "inheritable"),
+        (CapSet::Effective, "effective"),
+        (CapSet::Permitted, "permitted"),
+    ] {
+        if !caps::read(None, set).map_err(drop_err(name))?.is_empty() {
+            return Err(CapsError::StillHeld { set: name });
+        }
+    }
+    if bounding_dropped {
+        for cap in 0..CAP_LIMIT {
+            match sys::capbset_read(cap) {
+                Ok(false) => {}
+                Ok(true) => return Err(CapsError::StillHeld { set: "bounding" }),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
+                Err(e) => {
+                    return Err(CapsError::Drop {
+                        set: "bounding",
+                        why: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! The launch sequence: sanitise, then drop capabilities, set no_new_privs, check that the
+//! process is single-threaded, restrict with Landlock, and only then `execve()`.
+//!
+//! The order lives in [`wall_and_exec`], over a [`Kernel`] seam, so that a unit test can
+//! check it without root or a kernel: a failing step stops the sequence and exec is never
+//! reached. The function that execs returns the error it got; it never returns success.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::caps::CapsError;
+use crate::policy::Policy;
+use crate::wall::{Enforced, WallError};
+use crate::{sys, Error};
+
+/// A program ready to exec: everything converted to C strings before the wall goes up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exec {
+    /// The path to execute.
+    pub program: PathBuf,
+    path_c: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+impl Exec {
+    /// Prepares `program` with `argv` (bytes as given; argv[0] included) and `env`.
+    pub fn new(
+        program: &Path,
+        argv: &[OsString],
+        env: &[(OsString, OsString)],
+    ) -> Result<Exec, Error> {
+        let nul = |what: &str| Error::Exec {
+            path: program.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{what} contains a NUL byte"),
+            ),
+        };
+        let path_c = CString::new(program.as_os_str().as_bytes()).map_err(|_| nul("the path"))?;
+        let argv = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| nul("an argument"))?;
+        let envp = env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = Vec::with_capacity(k.len() + v.len() + 1);
+                kv.extend_from_slice(k.as_bytes());
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| nul("an environment variable"))?;
+        Ok(Exec {
+            program: program.to_path_buf(),
+            path_c,
+            argv,
+            envp,
+        })
+    }
+
+    /// The environment as `NAME=value` strings (for tests and `landwall policy`).
+    pub fn env(&self) -> impl Iterator<Item = &OsStr> {
+        self.envp.iter().map(|c| OsStr::from_bytes(c.as_bytes()))
+    }
+}
+
+/// The privileged steps of a launch, one method each, so the order can be tested.
+pub trait Kernel {
+    /// Drops all five capability sets.
+    fn drop_capabilities(&mut self) -> Result<(), CapsError>;
+    /// Sets no_new_privs.
+    fn set_no_new_privs(&mut self) -> io::Result<()>;
+    /// Number of threads in this process.
+    fn thread_count(&mut self) -> io::Result<usize>;
+    /// Applies the Landlock ruleset.
+    fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError>;
+    /// Replaces the process; returns only on failure.
+    fn exec(&mut self, exec: &Exec) -> io::Error;
+}
+
+/// Walls the process in and execs. Returns only on failure, with the step that failed.
+///
+/// 1. capabilities dropped (all five sets, bounding first);
+/// 2. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);
+/// 3. single-threaded (before ABI 8 a thread that exists now would stay unrestricted);
+/// 4. Landlock ruleset fully enforced at or above the minimum ABI;
+/// 5. `execve()`.
+pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) -> Error {
+    if let Err(e) = kernel.drop_capabilities() {
+        return Error::Caps(e);
+    }
+    if let Err(e) = kernel.set_no_new_privs() {
+        return Error::NoNewPrivs(e);
+    }
+    match kernel.thread_count() {
+        Ok(1) => {}
+        Ok(n) => return Error::Threads(Some(n), None),
+        Err(e) => return Error::Threads(None, Some(e)),
+    }
+    if let Err(e) = kernel.restrict(policy) {
+        return Error::Wall(e);
+    }
+    let source = kernel.exec(exec);
+    Error::Exec {
+        path: exec.program.clone(),
+        source,
+    }
+}
+
+/// Marks every inherited descriptor above 2 close-on-exec. Done first, before anything
+/// else is opened, so that no descriptor the parent leaked reaches the agent.
+pub fn sanitize_fds() -> io::Result<()> {
+    match sys::close_range_cloexec(3) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) => {
+            // Kernels before 5.11: walk /proc/self/fd. Collect first: the directory's own
+            // descriptor appears in the listing.
+            let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|&fd| fd > 2)
+                .collect();
+            for fd in fds {
+                match sys::set_cloexec(fd) {
+                    Ok(()) => {}
+                    // The read_dir descriptor, closed since.
+                    Err(e) if e.raw_os_error() == Some(libc::EBADF) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The real kernel.
+#[derive(Debug, Default)]
+pub struct LiveKernel;
+
+impl Kernel for LiveKernel {
+    fn drop_capabilities(&mut self) -> Result<(), CapsError> {
+        crate::caps::drop_all()
+    }
+
+    fn set_no_new_privs(&mut self) -> io::Result<()> {
+        nix::sys::prctl::set_no_new_privs()?;
+        if nix::sys::prctl::get_no_new_privs()? {
+            Ok(())
+        } else {
+            Err(io::Error::other(
+                "PR_GET_NO_NEW_PRIVS reads 0 after setting it",
+            ))
+        }
+    }
+
+    fn thread_count(&mut self) -> io::Result<usize> {
+        let status = std::fs::read_to_string("/proc/self/status")?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|n| n.trim().parse().ok())
+            .ok_or_else(|| io::Error::other("no Threads: line in /proc/self/status"))
+    }
+
+    fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError> {
+        crate::wall::restrict(policy)
+    }
+
+    fn exec(&mut self, exec: &Exec) -> io::Error {
+        match nix::unistd::execve(&exec.path_c, &exec.argv, &exec.envp) {
+            Err(errno) => io::Error::from(errno),
+            Ok(never) => match never {},
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::policy::{build, Inputs};
+    use crate::worktree::{GitLayout, Worktree};
+
+    /// Records the steps; fails the one named in `fail_at`.
+    struct Recorder {
+        steps: Vec<&'static str>,
+        fail_at: Option<&'static str>,
+        threads: usize,
+    }
+
+    impl Recorder {
+        fn step(&mut self, name: &'static str) -> bool {
+            self.steps.push(name);
+            self.fail_at == Some(name)
+        }
+    }
+
+    impl Kernel for Recorder {
+        fn drop_capabilities(&mut self) -> Result<(), CapsError> {
+            if self.step("caps") {
+                return Err(CapsError::StillHeld { set: "permitted" });
+            }
+            Ok(())
+        }
+        fn set_no_new_privs(&mut self) -> io::Result<()> {
+            if self.step("nnp") {
+                return Err(io::Error::other("nnp"));
+            }
+            Ok(())
+        }
+        fn thread_count(&mut self) -> io::Result<usize> {
+            self.step("threads");
+            Ok(self.threads)
+        }
+        fn restrict(&mut self, _: &Policy) -> Result<Enforced, WallError> {
+            if self.step("landlock") {
+                return Err(WallError::AbiTooLow { have: 2, need: 3 });
+            }
+            Ok(Enforced {
+                abi: 7,
+                audit_new_exec: true,
+            })
+        }
+        fn exec(&mut self, _: &Exec) -> io::Error {
+            self.steps.push("exec");
+            io::Error::from_raw_os_error(libc::ENOENT)
+        }
+    }
+
+    fn fixture() -> (Policy, Exec) {
+        let config = Config::default();
+        let policy = build(Inputs {
+            agent: "claude",
+            worktree: Worktree {
+                root: std::env::temp_dir(),
+                git: GitLayout::None,
+            },
+            home: None,
+            real_agent: None,
+            config: &config,
+        })
+        .expect("policy");
+        let exec = Exec::new(Path::new("/bin/true"), &["claude".into()], &[]).expect("exec");
+        (policy, exec)
+    }
+
+    #[test]
+    fn steps_run_in_order_and_exec_comes_last() {
+        let (policy, exec) = fixture();
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+            threads: 1,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert_eq!(k.steps, ["caps", "nnp", "threads", "landlock", "exec"]);
+        assert!(matches!(e, Error::Exec { .. }));
+    }
+
+    #[test]
+    fn a_failing_step_stops_before_exec() {
+        let (policy, exec) = fixture();
+        for (fail, expect) in [
+            ("caps", vec!["caps"]),
+            ("nnp", vec!["caps", "nnp"]),
+            ("landlock", vec!["caps", "nnp", "threads", "landlock"]),
+        ] {
+            let mut k = Recorder {
+                steps: vec![],
+                fail_at: Some(fail),
+                threads: 1,
+            };
+            let e = wall_and_exec(&mut k, &policy, &exec);
+            assert_eq!(k.steps, expect);
+            assert!(!k.steps.contains(&"exec"));
+            assert_eq!(e.exit_code(), crate::exit::WALL, "{fail}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_second_thread_stops_before_landlock() {
+        let (policy, exec) = fixture();
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+            threads: 2,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert_eq!(k.steps, ["caps", "nnp", "threads"]);
+        assert_eq!(e.exit_code(), crate::exit::WALL);
+    }
+
+    #[test]
+    fn exec_keeps_bytes() {
+        let argv = [
+            OsString::from("a b"),
+            OsString::from(""),
+            OsStr::from_bytes(b"\xff\xfe").to_os_string(),
+        ];
+        let env = [(OsString::from("K"), OsString::from("v=w"))];
+        let e = Exec::new(Path::new("/x"), &argv, &env).expect("exec");
+        assert_eq!(e.argv[2].as_bytes(), b"\xff\xfe");
+        assert_eq!(e.env().collect::<Vec<_>>(), [OsStr::new("K=v=w")]);
+    }
+}

@@ -1,0 +1,109 @@
+//! landwall's library: everything the shim, the admin CLI and the drain daemon share.
+//!
+//! The flow of a launch is parse → validate → apply:
+//! [`config`] reads and validates the TOML; [`worktree`] finds where the agent works;
+//! [`agent`] finds the real binary; [`policy`] turns those into grants and an
+//! [`env`]ironment allowlist; [`launch`] drops [`caps`], sets no_new_privs, puts up the
+//! Landlock [`wall`] and execs. Raw system calls live in [`sys`] and nowhere else.
+//!
+//! Every error is typed here and printed once, by the binaries, with an exit status from
+//! [`exit`].
+
+pub mod agent;
+pub mod caps;
+pub mod config;
+pub mod env;
+pub mod launch;
+pub mod plan;
+pub mod policy;
+pub mod sys;
+pub mod wall;
+pub mod worktree;
+
+use std::io;
+use std::path::PathBuf;
+
+/// The documented exit statuses (the shim passes the agent's own status through once it
+/// has exec'd; these are only ever landwall's).
+pub mod exit {
+    /// Bad command line (admin CLI).
+    pub const USAGE: i32 = 2;
+    /// Writing the answer failed (stdout closed or full).
+    pub const OUTPUT: i32 = 74;
+    /// The configuration, the worktree or a configured path is wrong: fix the input.
+    pub const CONFIG: i32 = 78;
+    /// The wall could not go up (no Landlock, ABI too old, a layer too many, capabilities,
+    /// no_new_privs, descriptors). Do not retry without changing the system.
+    pub const WALL: i32 = 100;
+    /// The real agent was found but could not be executed.
+    pub const EXEC: i32 = 126;
+    /// No real agent was found.
+    pub const NOT_FOUND: i32 = 127;
+}
+
+/// Any reason a launch did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad command-line input (admin CLI).
+    #[error("{0}")]
+    Usage(String),
+    /// Writing output failed.
+    #[error("writing output: {0}")]
+    Output(#[source] io::Error),
+    /// Configuration file.
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// Worktree discovery.
+    #[error(transparent)]
+    Worktree(#[from] worktree::WorktreeError),
+    /// Policy building (a required path).
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    /// Real agent lookup.
+    #[error(transparent)]
+    Agent(#[from] agent::AgentError),
+    /// Marking inherited descriptors close-on-exec.
+    #[error("marking inherited file descriptors close-on-exec: {0}")]
+    Fds(#[source] io::Error),
+    /// Capabilities.
+    #[error(transparent)]
+    Caps(#[from] caps::CapsError),
+    /// no_new_privs.
+    #[error("setting no_new_privs: {0}")]
+    NoNewPrivs(#[source] io::Error),
+    /// The process is (or could not be shown to be) single-threaded.
+    #[error("the process must be single-threaded before Landlock is applied ({})", match (.0, .1) { (Some(n), _) => format!("{n} threads"), (_, Some(e)) => e.to_string(), _ => String::new() })]
+    Threads(Option<usize>, Option<io::Error>),
+    /// Landlock.
+    #[error(transparent)]
+    Wall(#[from] wall::WallError),
+    /// execve failed.
+    #[error("executing {}: {source}", path.display())]
+    Exec {
+        /// The program.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl Error {
+    /// The documented exit status for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => exit::USAGE,
+            Error::Output(_) => exit::OUTPUT,
+            Error::Config(_) | Error::Worktree(_) | Error::Policy(_) => exit::CONFIG,
+            Error::Agent(_) => exit::NOT_FOUND,
+            Error::Fds(_)
+            | Error::Caps(_)
+            | Error::NoNewPrivs(_)
+            | Error::Threads(..)
+            | Error::Wall(_) => exit::WALL,
+            Error::Exec { source, .. } if source.kind() == io::ErrorKind::NotFound => {
+                exit::NOT_FOUND
+            }
+            Error::Exec { .. } => exit::EXEC,
+        }
+    }
+}

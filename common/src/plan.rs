@@ -1,0 +1,100 @@
+//! From a process's inputs (its environment, cwd and the configuration) to a ready launch:
+//! the policy and the exec. Shared by the shim, `landwall run/policy/check` and the drain
+//! daemon so that all of them wall the same way.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use crate::agent::{self, FileId, Found};
+use crate::config::Config;
+use crate::launch::Exec;
+use crate::policy::{self, Inputs, Policy};
+use crate::worktree;
+use crate::Error;
+
+/// The process environment as given, in order.
+pub type Vars = [(OsString, OsString)];
+
+/// The value of `name` in `vars` (the last one wins, as in libc's `getenv` on a well-formed
+/// environment).
+pub fn var<'a>(vars: &'a Vars, name: &str) -> Option<&'a OsStr> {
+    vars.iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_os_str())
+        .filter(|v| !v.is_empty())
+}
+
+/// The running executable's identity, so the shim can recognise itself on PATH.
+pub fn current_exe_id() -> Result<FileId, Error> {
+    FileId::of(Path::new("/proc/self/exe")).map_err(|source| Error::Exec {
+        path: PathBuf::from("/proc/self/exe"),
+        source,
+    })
+}
+
+/// Finds the real agent for the shim named `name`.
+pub fn find_agent(
+    name: &str,
+    vars: &Vars,
+    config: &Config,
+    me: FileId,
+) -> Result<(PathBuf, Found), Error> {
+    let configured = config.agents.get(name).and_then(|a| a.real.as_deref());
+    Ok(agent::find_real(name, var(vars, "PATH"), me, configured)?)
+}
+
+/// Resolves `cmd` like `execvp` does (for `landwall run`): a name with a `/` is taken as a
+/// path, anything else is looked up on PATH.
+pub fn resolve_command(cmd: &OsStr, vars: &Vars) -> Result<PathBuf, Error> {
+    let not_found = |what: String| Error::Exec {
+        path: PathBuf::from(cmd),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, what),
+    };
+    if cmd.as_encoded_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(cmd));
+    }
+    let path = var(vars, "PATH").ok_or_else(|| not_found("PATH is not set".into()))?;
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(cmd))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
+        })
+        .ok_or_else(|| not_found("not found on PATH".into()))
+}
+
+/// Builds the policy for `agent` in `cwd` (or the worktree override).
+pub fn build_policy(
+    agent: &str,
+    real: Option<&Path>,
+    cwd: &Path,
+    worktree_override: Option<&Path>,
+    vars: &Vars,
+    config: &Config,
+) -> Result<Policy, Error> {
+    let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
+    let wt = worktree::discover(cwd, override_dir)?;
+    let home = var(vars, "HOME").map(Path::new);
+    Ok(policy::build(Inputs {
+        agent,
+        worktree: wt,
+        home,
+        real_agent: real,
+        config,
+    })?)
+}
+
+/// Prepares the exec of `program` with `argv` and the filtered environment.
+pub fn prepare(
+    policy: &Policy,
+    program: &Path,
+    argv: &[OsString],
+    vars: &Vars,
+) -> Result<Exec, Error> {
+    let env = policy.env.filter(vars.iter().cloned());
+    Exec::new(program, argv, &env)
+}

@@ -1,0 +1,492 @@
+//! The policy: which paths the agent may write, which it may only read and execute, and the
+//! environment it gets. Built fresh for every launch by a pure function of its inputs.
+//!
+//! Invariants of a [`Policy`]: every rule's path is a real path (symlinks resolved) that
+//! existed when it was built; no rule is redundant (a path already covered by an ancestor
+//! with at least the same access is dropped); everything not covered is denied.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::env::EnvPolicy;
+use crate::worktree::{is_system_directory, Worktree};
+
+/// What a rule grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    /// Read files, list directories, execute.
+    ReadOnly,
+    /// Everything Landlock handles on files and directories, including REFER (git renames
+    /// across directories) and TRUNCATE, but not device ioctls.
+    ReadWrite,
+    /// [`Access::ReadWrite`] plus device ioctls (terminal control): for `/dev`.
+    Device,
+}
+
+impl Access {
+    /// Whether this grants writing.
+    pub fn writes(self) -> bool {
+        self >= Access::ReadWrite
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Access::ReadOnly => "read-only",
+            Access::ReadWrite => "read-write",
+            Access::Device => "read-write+ioctl",
+        })
+    }
+}
+
+/// One grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Real path of the file or directory; the grant covers everything beneath it.
+    pub path: PathBuf,
+    /// What is granted.
+    pub access: Access,
+    /// Whether `path` is a directory (file rules can only carry file rights).
+    pub is_dir: bool,
+    /// Why the rule exists, for `landwall policy` and `landwall check`.
+    pub reason: String,
+}
+
+/// A path that had to exist and does not.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// A required path could not be resolved.
+    #[error("{reason} {}: {source}; create it or remove it from the configuration", path.display())]
+    Required {
+        /// The path as configured.
+        path: PathBuf,
+        /// Where it came from.
+        reason: String,
+        /// Why it could not be resolved.
+        source: io::Error,
+    },
+    /// HOME points at a system directory, which would make the system writable.
+    #[error("HOME is {}, a system directory: set HOME to your own home directory", path.display())]
+    SystemHome {
+        /// The resolved HOME.
+        path: PathBuf,
+    },
+}
+
+/// The complete policy for one launch.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The agent's name (argv[0] basename, or `--agent`).
+    pub agent: String,
+    /// The worktree it was built for.
+    pub worktree: Worktree,
+    /// The grants, writable first.
+    pub rules: Vec<Rule>,
+    /// The lowest Landlock ABI the launch accepts.
+    pub min_abi: u32,
+    /// The environment allowlist.
+    pub env: EnvPolicy,
+}
+
+/// Everything the policy is built from.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    /// Agent name.
+    pub agent: &'a str,
+    /// The discovered worktree.
+    pub worktree: Worktree,
+    /// `$HOME`, if set.
+    pub home: Option<&'a Path>,
+    /// The real agent's path, so its install directory stays readable and executable.
+    pub real_agent: Option<&'a Path>,
+    /// The validated configuration.
+    pub config: &'a Config,
+}
+
+/// Read-only roots that must exist on any system landwall supports.
+const REQUIRED_READ_ONLY: &[&str] = &["/usr", "/etc", "/proc"];
+/// Read-only roots granted when present (merged-/usr links resolve into `/usr` and vanish
+/// as redundant; toolchain roots such as `/go` and `/nix` are common in containers).
+const OPTIONAL_READ_ONLY: &[&str] = &[
+    "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys", "/go", "/nix",
+];
+/// Read-only directories whose top-level symlinks are followed when they leave the grant
+/// (`/etc/resolv.conf` → `/run/systemd/resolve/…`). Only one level: a deep walk of `/usr`
+/// would cost milliseconds on every launch for links that all stay inside `/usr`.
+const LINK_SCAN: &[&str] = &["/etc", "/opt"];
+
+struct Builder {
+    rules: Vec<Rule>,
+}
+
+impl Builder {
+    fn resolve(path: &Path) -> io::Result<(PathBuf, bool)> {
+        let real = std::fs::canonicalize(path)?;
+        let is_dir = std::fs::metadata(&real)?.is_dir();
+        Ok((real, is_dir))
+    }
+
+    fn push(&mut self, path: PathBuf, is_dir: bool, access: Access, reason: &str) {
+        self.rules.push(Rule {
+            path,
+            access,
+            is_dir,
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Adds a grant that must exist: a missing path is an error naming where it came from.
+    fn add(&mut self, path: &Path, access: Access, reason: &str) -> Result<(), PolicyError> {
+        let (real, is_dir) = Self::resolve(path).map_err(|source| PolicyError::Required {
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+            source,
+        })?;
+        self.push(real, is_dir, access, reason);
+        Ok(())
+    }
+
+    /// Adds a grant if the path exists; an absent optional root is simply not granted.
+    fn add_if_present(&mut self, path: &Path, access: Access, reason: &str) {
+        if let Ok((real, is_dir)) = Self::resolve(path) {
+            self.push(real, is_dir, access, reason);
+        }
+    }
+
+    fn covers(&self, path: &Path) -> bool {
+        self.rules.iter().any(|r| path.starts_with(&r.path))
+    }
+
+    /// Adds the real targets of top-level symlinks in `dir` that point outside every grant.
+    fn follow_links(&mut self, dir: &Path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut targets = Vec::new();
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                if let Ok(target) = std::fs::canonicalize(entry.path()) {
+                    if !self.covers(&target) {
+                        targets.push((entry.path(), target));
+                    }
+                }
+            }
+        }
+        targets.sort();
+        for (link, target) in targets {
+            if !self.covers(&target) {
+                self.add_if_present(
+                    &target,
+                    Access::ReadOnly,
+                    &format!("target of {}", link.display()),
+                );
+            }
+        }
+    }
+
+    /// Drops rules covered by an ancestor (or equal path) with at least the same access.
+    fn dedup(mut self) -> Vec<Rule> {
+        let mut kept: Vec<Rule> = Vec::with_capacity(self.rules.len());
+        // Stronger grants first, then shorter paths, so covering rules are seen first.
+        self.rules.sort_by(|a, b| {
+            b.access
+                .cmp(&a.access)
+                .then_with(|| a.path.as_os_str().len().cmp(&b.path.as_os_str().len()))
+        });
+        for rule in self.rules {
+            let covered = kept
+                .iter()
+                .any(|k| k.access >= rule.access && rule.path.starts_with(&k.path));
+            if !covered {
+                kept.push(rule);
+            }
+        }
+        kept
+    }
+}
+
+/// Builds the policy for one launch.
+pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
+    let Inputs {
+        agent,
+        worktree,
+        home,
+        real_agent,
+        config,
+    } = inputs;
+    let agent_config = config.agent(agent);
+    let mut b = Builder { rules: Vec::new() };
+
+    // Writable: the worktree and the git dirs it commits into.
+    b.add(&worktree.root, Access::ReadWrite, "worktree")?;
+    for dir in worktree.external_git_dirs() {
+        b.add(dir, Access::ReadWrite, "git dir of the linked worktree")?;
+    }
+    if let Some(home) = home {
+        b.add(home, Access::ReadWrite, "$HOME")?;
+        if let Some(rule) = b.rules.last() {
+            if is_system_directory(&rule.path) {
+                return Err(PolicyError::SystemHome {
+                    path: rule.path.clone(),
+                });
+            }
+        }
+    }
+    b.add(Path::new("/tmp"), Access::ReadWrite, "temporary files")?;
+    b.add(Path::new("/dev"), Access::Device, "devices and terminals")?;
+    for p in &config.writable {
+        b.add(p, Access::ReadWrite, "`writable` in the configuration")?;
+    }
+    for p in &agent_config.writable {
+        b.add(
+            p,
+            Access::ReadWrite,
+            &format!("`writable` in [agents.{agent}]"),
+        )?;
+    }
+
+    // Read-only: the system, toolchains, the agent's own install.
+    for p in REQUIRED_READ_ONLY {
+        b.add(Path::new(p), Access::ReadOnly, "system")?;
+    }
+    for p in OPTIONAL_READ_ONLY {
+        b.add_if_present(Path::new(p), Access::ReadOnly, "system");
+    }
+    if let Some(real) = real_agent {
+        for dir in crate::agent::install_dirs(real) {
+            b.add(&dir, Access::ReadOnly, "the real agent's install directory")?;
+        }
+    }
+    for p in &config.read_only {
+        b.add(p, Access::ReadOnly, "`read_only` in the configuration")?;
+    }
+    for p in &agent_config.read_only {
+        b.add(
+            p,
+            Access::ReadOnly,
+            &format!("`read_only` in [agents.{agent}]"),
+        )?;
+    }
+    for dir in LINK_SCAN {
+        b.follow_links(Path::new(dir));
+    }
+
+    let mut env_allow = config.env_allow.clone();
+    env_allow.extend(agent_config.env_allow.iter().cloned());
+    Ok(Policy {
+        agent: agent.to_string(),
+        worktree,
+        rules: b.dedup(),
+        min_abi: config.min_abi,
+        env: EnvPolicy::for_agent(agent, &env_allow),
+    })
+}
+
+/// What the policy grants on one path, and which rule grants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision<'a> {
+    /// The path after resolving symlinks (for a path that does not exist yet, its nearest
+    /// existing ancestor resolved, plus the rest).
+    pub resolved: PathBuf,
+    /// The strongest grant that covers it, or `None` for denied.
+    pub rule: Option<&'a Rule>,
+}
+
+impl Policy {
+    /// Decides `path` the way the kernel will: rights are the union over every rule on the
+    /// path or one of its ancestors.
+    pub fn decide(&self, path: &Path) -> Decision<'_> {
+        let resolved = resolve_lenient(path);
+        let rule = self
+            .rules
+            .iter()
+            .filter(|r| resolved.starts_with(&r.path))
+            .max_by(|a, b| {
+                a.access
+                    .cmp(&b.access)
+                    .then_with(|| a.path.as_os_str().len().cmp(&b.path.as_os_str().len()))
+            });
+        Decision { resolved, rule }
+    }
+}
+
+/// Resolves the longest existing prefix of `path` and appends the rest unchanged.
+fn resolve_lenient(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = path.to_path_buf();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&cur) {
+            let mut out = real;
+            for c in rest.iter().rev() {
+                out.push(c);
+            }
+            return out;
+        }
+        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                cur = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worktree::GitLayout;
+    use std::fs;
+
+    struct Scratch(PathBuf);
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p = std::env::temp_dir().join(format!("lw-policy-{tag}-{}", std::process::id()));
+            let _ignored = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).expect("mkdir");
+            Scratch(fs::canonicalize(&p).expect("canon"))
+        }
+    }
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ignored = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn inputs<'a>(wt: &Path, home: Option<&'a Path>, config: &'a Config) -> Inputs<'a> {
+        Inputs {
+            agent: "claude",
+            worktree: Worktree {
+                root: wt.to_path_buf(),
+                git: GitLayout::None,
+            },
+            home,
+            real_agent: None,
+            config,
+        }
+    }
+
+    fn access_of(p: &Policy, path: &str) -> Option<Access> {
+        p.decide(Path::new(path)).rule.map(|r| r.access)
+    }
+
+    #[test]
+    fn default_policy_grants_the_seeds_paths() {
+        let s = Scratch::new("default");
+        let config = Config::default();
+        let policy = build(inputs(&s.0, None, &config)).expect("policy");
+        assert_eq!(
+            access_of(&policy, &s.0.join("file").to_string_lossy()),
+            Some(Access::ReadWrite)
+        );
+        assert_eq!(access_of(&policy, "/tmp/x"), Some(Access::ReadWrite));
+        assert_eq!(access_of(&policy, "/dev/null"), Some(Access::Device));
+        assert_eq!(access_of(&policy, "/usr/bin/env"), Some(Access::ReadOnly));
+        assert_eq!(access_of(&policy, "/etc/passwd"), Some(Access::ReadOnly));
+        assert_eq!(
+            access_of(&policy, "/proc/self/status"),
+            Some(Access::ReadOnly)
+        );
+        assert_eq!(access_of(&policy, "/root/.ssh/id_rsa"), None);
+        assert_eq!(access_of(&policy, "/var/lib/x"), None);
+        assert_eq!(access_of(&policy, "/srv"), None);
+    }
+
+    #[test]
+    fn rules_are_real_paths_and_not_redundant() {
+        let s = Scratch::new("dedup");
+        fs::create_dir_all(s.0.join("wt/sub")).expect("mkdir");
+        let config = Config {
+            writable: vec![s.0.join("wt/sub")],
+            read_only: vec![s.0.join("wt")],
+            ..Config::default()
+        };
+        let policy = build(inputs(&s.0.join("wt"), None, &config)).expect("policy");
+        for (i, a) in policy.rules.iter().enumerate() {
+            for (j, b) in policy.rules.iter().enumerate() {
+                assert!(
+                    i == j || !(a.path.starts_with(&b.path) && b.access >= a.access),
+                    "{a:?} is redundant with {b:?}"
+                );
+            }
+        }
+        assert_eq!(
+            access_of(&policy, &s.0.join("wt/sub/f").to_string_lossy()),
+            Some(Access::ReadWrite)
+        );
+        assert!(policy
+            .rules
+            .iter()
+            .all(|r| r.path.is_absolute()
+                && fs::canonicalize(&r.path).ok().as_ref() == Some(&r.path)));
+    }
+
+    #[test]
+    fn missing_required_config_path_is_an_error() {
+        let s = Scratch::new("missing");
+        let config = Config {
+            writable: vec![s.0.join("does-not-exist")],
+            ..Config::default()
+        };
+        let e = build(inputs(&s.0, None, &config)).expect_err("missing");
+        assert!(e.to_string().contains("does-not-exist"), "{e}");
+    }
+
+    #[test]
+    fn home_is_writable_but_not_if_it_is_the_root() {
+        let s = Scratch::new("home");
+        fs::create_dir_all(s.0.join("home")).expect("mkdir");
+        fs::create_dir_all(s.0.join("wt")).expect("mkdir");
+        let config = Config::default();
+        let home = s.0.join("home");
+        let policy = build(inputs(&s.0.join("wt"), Some(&home), &config)).expect("policy");
+        assert_eq!(
+            access_of(&policy, &home.join(".bashrc").to_string_lossy()),
+            Some(Access::ReadWrite)
+        );
+        let root = PathBuf::from("/");
+        assert!(matches!(
+            build(inputs(&s.0.join("wt"), Some(&root), &config)),
+            Err(PolicyError::SystemHome { .. })
+        ));
+    }
+
+    #[test]
+    fn symlinks_leaving_etc_are_followed() {
+        // /etc/resolv.conf is the usual example; check whatever this machine's /etc has.
+        let s = Scratch::new("links");
+        let config = Config::default();
+        let policy = build(inputs(&s.0, None, &config)).expect("policy");
+        for entry in fs::read_dir("/etc").expect("read /etc").flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                if let Ok(target) = fs::canonicalize(entry.path()) {
+                    assert!(
+                        policy.decide(&target).rule.is_some(),
+                        "{} -> {} not granted",
+                        entry.path().display(),
+                        target.display()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decide_resolves_symlinks_and_missing_tails() {
+        let s = Scratch::new("decide");
+        fs::create_dir_all(s.0.join("wt")).expect("mkdir");
+        fs::create_dir_all(s.0.join("outside")).expect("mkdir");
+        std::os::unix::fs::symlink(s.0.join("outside"), s.0.join("wt/escape")).expect("symlink");
+        let config = Config::default();
+        let policy = build(inputs(&s.0.join("wt"), None, &config)).expect("policy");
+        let d = policy.decide(&s.0.join("wt/escape/secret"));
+        assert_eq!(d.resolved, s.0.join("outside/secret"));
+        let expected_denied = !s.0.starts_with("/tmp");
+        assert_eq!(d.rule.is_none(), expected_denied);
+        let d = policy.decide(&s.0.join("wt/new/dir/file"));
+        assert_eq!(d.rule.map(|r| r.access), Some(Access::ReadWrite));
+    }
+}

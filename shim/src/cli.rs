@@ -1,0 +1,380 @@
+//! The admin CLI (`landwall` under its own name): inspect and exercise the wall.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+use landwall::config::{self, Config, ConfigPaths};
+use landwall::launch::{self, LiveKernel};
+use landwall::plan::{self, var};
+use landwall::policy::Policy;
+use landwall::worktree::GitLayout;
+use landwall::{exit, Error};
+
+/// A kernel-enforced Landlock wall around coding agents.
+///
+/// Run as `claude`, `opencode`, `codex` (links to this binary ahead of the real agents on
+/// PATH), it walls the agent into its git worktree and execs it. Run as `landwall`, it
+/// inspects and exercises that wall.
+#[derive(Debug, Parser)]
+#[command(name = "landwall", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check that the wall can go up here: kernel Landlock ABI and features, configuration,
+    /// and which real agent each shim would run. Exits non-zero if the shim could not work.
+    Doctor,
+    /// Show the exact rules and environment the shim would apply here.
+    Policy {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The worktree to build the policy for (default: the git top level of the cwd).
+        #[arg(long, value_name = "DIR")]
+        worktree: Option<PathBuf>,
+        /// The agent whose policy to show.
+        #[arg(long, value_name = "NAME", default_value = "claude")]
+        agent: String,
+    },
+    /// Say, for each path, whether the agent could write it, only read it, or not reach it,
+    /// and which rule decides.
+    Check {
+        /// The worktree to build the policy for (default: the git top level of the cwd).
+        #[arg(long, value_name = "DIR")]
+        worktree: Option<PathBuf>,
+        /// The agent whose policy to use.
+        #[arg(long, value_name = "NAME", default_value = "claude")]
+        agent: String,
+        /// Paths to check.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// Run any command behind the same wall the shim puts up (same PID: landwall execs it).
+    Run {
+        /// The worktree to wall the command into (default: the git top level of the cwd).
+        #[arg(long, value_name = "DIR")]
+        worktree: Option<PathBuf>,
+        /// The agent profile (environment patterns, config section) to apply.
+        #[arg(long, value_name = "NAME", default_value = "claude")]
+        agent: String,
+        /// The command and its arguments, after `--`.
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "CMD"
+        )]
+        command: Vec<OsString>,
+    },
+}
+
+/// Starts `env_logger` only when `LANDWALL_LOG` is set: on the launch path a logger that
+/// would print nothing is not worth building.
+pub fn init_logging(vars: &plan::Vars) {
+    if let Some(filter) = var(vars, "LANDWALL_LOG") {
+        let mut b = env_logger::Builder::new();
+        b.parse_filters(&filter.to_string_lossy())
+            .target(env_logger::Target::Stderr);
+        // A logger already set (never here) just means logs go there instead.
+        if b.try_init().is_err() {
+            eprintln!("landwall: logging was already initialised");
+        }
+    }
+}
+
+/// Runs the admin CLI; returns the exit status.
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            if e.print().is_err() {
+                return exit::USAGE;
+            }
+            return code;
+        }
+    };
+    let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    init_logging(&vars);
+    let result = match cli.command {
+        Command::Doctor => return crate::doctor::run(&vars),
+        Command::Policy {
+            json,
+            worktree,
+            agent,
+        } => policy(&vars, &agent, worktree.as_deref(), json),
+        Command::Check {
+            worktree,
+            agent,
+            paths,
+        } => check(&vars, &agent, worktree.as_deref(), &paths),
+        Command::Run {
+            worktree,
+            agent,
+            command,
+        } => match run(&vars, &agent, worktree.as_deref(), command) {
+            Ok(never) => match never {},
+            Err(e) => Err(e),
+        },
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("landwall: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+pub(crate) fn load_config(vars: &plan::Vars) -> Result<Config, Error> {
+    Ok(config::load(&ConfigPaths::from_env(|k| {
+        var(vars, k).map(OsString::from)
+    }))?)
+}
+
+fn cwd() -> Result<PathBuf, Error> {
+    std::env::current_dir().map_err(|source| {
+        Error::Worktree(landwall::worktree::WorktreeError::Resolve {
+            path: ".".into(),
+            source,
+        })
+    })
+}
+
+/// The real agent for `agent`, if one can be found (informational: `policy` and `check`
+/// still answer when the agent is not installed).
+fn real_agent(vars: &plan::Vars, agent: &str, config: &Config) -> Result<Option<PathBuf>, Error> {
+    let me = plan::current_exe_id()?;
+    Ok(plan::find_agent(agent, vars, config, me)
+        .ok()
+        .map(|(p, _)| p))
+}
+
+fn build(
+    vars: &plan::Vars,
+    agent: &str,
+    worktree: Option<&Path>,
+) -> Result<(Policy, Option<PathBuf>), Error> {
+    if !config::valid_agent_name(agent) {
+        return Err(Error::Usage(format!(
+            "`{agent}` is not a valid agent name (letters, digits, `-`, `_`, `.`)"
+        )));
+    }
+    let config = load_config(vars)?;
+    let real = real_agent(vars, agent, &config)?;
+    let policy = plan::build_policy(agent, real.as_deref(), &cwd()?, worktree, vars, &config)?;
+    Ok((policy, real))
+}
+
+#[derive(Serialize)]
+struct PolicyJson<'a> {
+    agent: &'a str,
+    real_agent: Option<&'a Path>,
+    worktree: &'a Path,
+    git: GitJson<'a>,
+    min_abi: u32,
+    rules: Vec<RuleJson<'a>>,
+    env: EnvJson,
+}
+
+#[derive(Serialize)]
+struct GitJson<'a> {
+    layout: &'static str,
+    git_dir: Option<&'a Path>,
+    common_dir: Option<&'a Path>,
+}
+
+#[derive(Serialize)]
+struct RuleJson<'a> {
+    path: &'a Path,
+    access: String,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct EnvJson {
+    passed: Vec<String>,
+    dropped: Vec<String>,
+    allow: Vec<String>,
+    deny: Vec<String>,
+}
+
+fn git_json(layout: &GitLayout) -> GitJson<'_> {
+    match layout {
+        GitLayout::None => GitJson {
+            layout: "none",
+            git_dir: None,
+            common_dir: None,
+        },
+        GitLayout::Main { git_dir } => GitJson {
+            layout: "main",
+            git_dir: Some(git_dir),
+            common_dir: None,
+        },
+        GitLayout::Linked {
+            git_dir,
+            common_dir,
+        } => GitJson {
+            layout: "linked",
+            git_dir: Some(git_dir),
+            common_dir: common_dir.as_deref(),
+        },
+    }
+}
+
+fn policy(
+    vars: &plan::Vars,
+    agent: &str,
+    worktree: Option<&Path>,
+    json: bool,
+) -> Result<(), Error> {
+    let (policy, real) = build(vars, agent, worktree)?;
+    let (passed, dropped): (Vec<_>, Vec<_>) = vars.iter().partition(|(k, _)| policy.env.passes(k));
+    let names = |v: Vec<&(OsString, OsString)>| -> Vec<String> {
+        v.into_iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect()
+    };
+    let out = PolicyJson {
+        agent,
+        real_agent: real.as_deref(),
+        worktree: &policy.worktree.root,
+        git: git_json(&policy.worktree.git),
+        min_abi: policy.min_abi,
+        rules: policy
+            .rules
+            .iter()
+            .map(|r| RuleJson {
+                path: &r.path,
+                access: r.access.to_string(),
+                reason: &r.reason,
+            })
+            .collect(),
+        env: EnvJson {
+            passed: names(passed),
+            dropped: names(dropped),
+            allow: policy
+                .env
+                .allowed()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            deny: policy
+                .env
+                .denied()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        },
+    };
+    let text = if json {
+        serde_json::to_string_pretty(&out).map_err(|e| Error::Output(std::io::Error::other(e)))?
+            + "\n"
+    } else {
+        render_policy(&out)
+    };
+    write_stdout(&text)
+}
+
+fn render_policy(p: &PolicyJson<'_>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let real = p
+        .real_agent
+        .map_or("(not found)".to_string(), |r| r.display().to_string());
+    // Writing to a String cannot fail.
+    let _infallible = writeln!(s, "agent      {}  (real: {real})", p.agent);
+    let _infallible = writeln!(s, "worktree   {}", p.worktree.display());
+    let git = match (p.git.git_dir, p.git.common_dir) {
+        (Some(g), Some(c)) => format!(
+            "{} (git dir {}, common dir {})",
+            p.git.layout,
+            g.display(),
+            c.display()
+        ),
+        (Some(g), None) => format!("{} (git dir {})", p.git.layout, g.display()),
+        _ => p.git.layout.to_string(),
+    };
+    let _infallible = writeln!(s, "git        {git}");
+    let _infallible = writeln!(s, "min ABI    {}", p.min_abi);
+    let _infallible = writeln!(s, "rules (everything else is denied):");
+    for r in &p.rules {
+        let _infallible = writeln!(s, "  {:<17} {}  ({})", r.access, r.path.display(), r.reason);
+    }
+    let _infallible = writeln!(s, "environment passed: {}", p.env.passed.join(" "));
+    let _infallible = writeln!(s, "environment dropped: {}", p.env.dropped.join(" "));
+    s
+}
+
+fn check(
+    vars: &plan::Vars,
+    agent: &str,
+    worktree: Option<&Path>,
+    paths: &[PathBuf],
+) -> Result<(), Error> {
+    let (policy, _) = build(vars, agent, worktree)?;
+    let here = cwd()?;
+    let mut out = String::new();
+    for p in paths {
+        let abs = if p.is_absolute() {
+            p.clone()
+        } else {
+            here.join(p)
+        };
+        let d = policy.decide(&abs);
+        let line = match d.rule {
+            Some(r) => format!(
+                "{:<17} {}  (rule {}: {})\n",
+                r.access,
+                p.display(),
+                r.path.display(),
+                r.reason
+            ),
+            None => format!(
+                "{:<17} {}  (no rule covers {})\n",
+                "denied",
+                p.display(),
+                d.resolved.display()
+            ),
+        };
+        out.push_str(&line);
+    }
+    write_stdout(&out)
+}
+
+fn run(
+    vars: &plan::Vars,
+    agent: &str,
+    worktree: Option<&Path>,
+    command: Vec<OsString>,
+) -> Result<Infallible, Error> {
+    launch::sanitize_fds().map_err(Error::Fds)?;
+    let cmd = command
+        .first()
+        .ok_or_else(|| Error::Usage("no command given: landwall run -- CMD ARGS...".into()))?;
+    let program = plan::resolve_command(cmd, vars)?;
+    if !config::valid_agent_name(agent) {
+        return Err(Error::Usage(format!(
+            "`{agent}` is not a valid agent name (letters, digits, `-`, `_`, `.`)"
+        )));
+    }
+    let config = load_config(vars)?;
+    let policy = plan::build_policy(agent, Some(&program), &cwd()?, worktree, vars, &config)?;
+    let exec = plan::prepare(&policy, &program, &command, vars)?;
+    Err(launch::wall_and_exec(&mut LiveKernel, &policy, &exec))
+}
+
+fn write_stdout(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(Error::Output)
+}

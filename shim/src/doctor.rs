@@ -1,0 +1,190 @@
+//! `landwall doctor`: can the wall go up here, what would each shim run, and what does the
+//! policy leave open. Exits non-zero when the shim could not work on this machine.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use landwall::agent::{FileId, Found};
+use landwall::config::{self, ConfigPaths, DEFAULT_MIN_ABI};
+use landwall::plan::{self, var};
+use landwall::wall;
+
+/// The agents landwall ships shims for.
+pub const KNOWN_AGENTS: &[&str] = &["claude", "opencode", "codex"];
+
+/// Runs the checks; prints a report on stdout; returns the exit status.
+pub fn run(vars: &plan::Vars) -> i32 {
+    let mut out = String::new();
+    let mut ok = true;
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+
+    line(format!("landwall {}", env!("CARGO_PKG_VERSION")));
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let paths = ConfigPaths::from_env(|k| var(vars, k).map(OsString::from));
+
+    // Configuration first: it sets the minimum ABI.
+    let config = match config::load(&paths) {
+        Ok(c) => {
+            if c.sources.is_empty() {
+                line(format!(
+                    "config      {}: not present; the default policy applies",
+                    paths.system.display()
+                ));
+            }
+            for s in &c.sources {
+                line(format!("config      {}: valid", s.display()));
+            }
+            c
+        }
+        Err(e) => {
+            ok = false;
+            line(format!("config      INVALID: {e}"));
+            config::Config::default()
+        }
+    };
+    if let Some(user) = &paths.user {
+        line(format!(
+            "user config {}: {}; note: under the default policy the agent can write this file (it is under $HOME), and it can add grants for the next launch",
+            user.display(),
+            if user.exists() { "present" } else { "absent" }
+        ));
+    }
+
+    // Kernel.
+    match wall::kernel_abi() {
+        Ok(abi) => {
+            line(format!(
+                "kernel      {} with Landlock ABI {abi}",
+                release.trim()
+            ));
+            for (name, since, on) in wall::features(abi) {
+                line(format!(
+                    "  [{}] {name} (ABI {since}){}",
+                    if on { "x" } else { " " },
+                    if on {
+                        ""
+                    } else {
+                        ": not enforced by this kernel"
+                    }
+                ));
+            }
+            let source = if config.min_abi == DEFAULT_MIN_ABI {
+                "default"
+            } else {
+                "configured"
+            };
+            if abi >= config.min_abi {
+                line(format!("min ABI     {} ({source}): met", config.min_abi));
+            } else {
+                ok = false;
+                line(format!(
+                    "min ABI     {} ({source}): NOT MET — the shim refuses to launch agents on this kernel",
+                    config.min_abi
+                ));
+            }
+        }
+        Err(e) => {
+            ok = false;
+            line(format!("kernel      {}: {e}", release.trim()));
+        }
+    }
+
+    // Agents.
+    let me = plan::current_exe_id().ok();
+    for agent in KNOWN_AGENTS {
+        line(agent_line(agent, vars, &config, me));
+    }
+
+    // What the default policy leaves open.
+    if let Some(home) = var(vars, "HOME") {
+        let home = Path::new(home);
+        let exposed: Vec<String> = [
+            ".bashrc",
+            ".profile",
+            ".zshrc",
+            ".ssh",
+            ".gitconfig",
+            ".config/landwall",
+        ]
+        .iter()
+        .map(|p| home.join(p).display().to_string())
+        .collect();
+        line(format!(
+            "exposure    $HOME ({}) is writable under the default policy: an agent can plant code in {} that runs in your next, unwalled shell",
+            home.display(),
+            exposed.join(", ")
+        ));
+    }
+    line(if ok {
+        "result      the shim can wall agents in on this machine".to_string()
+    } else {
+        "result      the shim CANNOT work here; see the lines above".to_string()
+    });
+
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return landwall::exit::OUTPUT;
+    }
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
+fn first_on_path(name: &str, vars: &plan::Vars) -> Option<PathBuf> {
+    let path = var(vars, "PATH")?;
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn agent_line(
+    agent: &str,
+    vars: &plan::Vars,
+    config: &config::Config,
+    me: Option<FileId>,
+) -> String {
+    let mut s = format!("agent       {agent:<9}");
+    let on_path = first_on_path(agent, vars);
+    match &on_path {
+        Some(p) => {
+            let is_shim = me.is_some() && FileId::of(p).ok() == me;
+            let _infallible = write!(
+                s,
+                "`{agent}` on PATH is {}{}",
+                p.display(),
+                if is_shim {
+                    " (the landwall shim)"
+                } else {
+                    " (NOT the shim: this agent runs unwalled)"
+                }
+            );
+        }
+        None => s.push_str("not on PATH"),
+    }
+    if let Some(me) = me {
+        match plan::find_agent(agent, vars, config, me) {
+            Ok((real, how)) => {
+                let how = match how {
+                    Found::Config => "configured",
+                    Found::RealSuffix => "-real on PATH",
+                    Found::NextOnPath => "next on PATH",
+                };
+                let _infallible = write!(s, "; the shim would exec {} ({how})", real.display());
+            }
+            Err(_) => s.push_str("; no real agent found"),
+        }
+    }
+    s
+}
