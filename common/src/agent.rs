@@ -122,23 +122,16 @@ pub fn find_real(
 }
 
 /// The directories the real agent needs to read and execute from, wherever it is installed:
-/// the directory of its real path, and for an npm package the package root, so that its
-/// bundled files and native binaries load.
+/// the directory of its real path, or for an npm package the `node_modules` directory that
+/// holds it, since its native binary or runtime dependencies often sit in sibling packages
+/// (`@anthropic-ai/claude-code-linux-x64`, …).
 pub fn install_dirs(real: &Path) -> Vec<PathBuf> {
     let Ok(resolved) = std::fs::canonicalize(real) else {
         return Vec::new();
     };
-    // …/node_modules/@scope/pkg/… or …/node_modules/pkg/…: grant the package root, which
-    // holds the parent directory too.
     let comps: Vec<_> = resolved.components().collect();
-    if let Some(i) = comps.iter().rposition(|c| c.as_os_str() == "node_modules") {
-        let scoped = comps
-            .get(i + 1)
-            .is_some_and(|c| c.as_os_str().as_encoded_bytes().starts_with(b"@"));
-        let end = if scoped { i + 3 } else { i + 2 };
-        if end < comps.len() {
-            return vec![comps[..end].iter().collect()];
-        }
+    if let Some(i) = comps.iter().position(|c| c.as_os_str() == "node_modules") {
+        return vec![comps[..=i].iter().collect()];
     }
     resolved
         .parent()
@@ -253,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn npm_package_root_is_an_install_dir() {
+    fn npm_node_modules_is_the_install_dir() {
         let s = Scratch::new("npm");
         let cli = s.exe("lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe");
         fs::create_dir_all(s.0.join("bin")).expect("mkdir");

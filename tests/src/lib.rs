@@ -1,1 +1,218 @@
+//! One helper for every end-to-end test: a fresh scratch directory per test, the built
+//! binaries, stand-in agents, and commands with a clean, known environment.
+//!
+//! Scratch directories live under `/var/tmp/landwall-tests`, never under `/tmp`: the default
+//! policy makes `/tmp` writable, so a test that put "another project" there could not fail.
 
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Where all scratch directories go.
+pub const SCRATCH_ROOT: &str = "/var/tmp/landwall-tests";
+
+/// The directory holding the built binaries (`target/debug`), found from the test binary's
+/// own path (`target/debug/deps/<test>`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_path_buf();
+    for b in ["landwall", "lw-helper"] {
+        assert!(
+            dir.join(b).is_file(),
+            "{} is missing: build the workspace first (`cargo build --workspace`, or `make test`)",
+            dir.join(b).display()
+        );
+    }
+    dir
+}
+
+/// The built `landwall` binary.
+pub fn landwall() -> PathBuf {
+    bin_dir().join("landwall")
+}
+
+/// The built test helper (`lw-helper`, see its source for the commands).
+pub fn helper() -> PathBuf {
+    bin_dir().join("lw-helper")
+}
+
+/// The basic PATH stand-in agents and the programs they call are found on.
+pub const SYSTEM_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A fresh scratch tree for one test, removed on drop.
+///
+/// Layout: `shims/` (links named after agents pointing at `landwall`), `agents/` (stand-in
+/// real agents), `home/` (the test's `$HOME`), `wt/` (the worktree), `outside/` (a place the
+/// agent must not reach).
+pub struct Sandbox {
+    /// The scratch root (a real path).
+    pub root: PathBuf,
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+impl Sandbox {
+    /// Creates the scratch tree for the test called `name`.
+    pub fn new(name: &str) -> Sandbox {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let root = Path::new(SCRATCH_ROOT).join(format!("{name}-{}-{n}", std::process::id()));
+        if root.exists() {
+            std::fs::remove_dir_all(&root).expect("clean old scratch");
+        }
+        for d in ["shims", "agents", "home", "wt", "outside"] {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir scratch");
+        }
+        let root = std::fs::canonicalize(&root).expect("canonicalize scratch");
+        let sb = Sandbox { root };
+        for agent in ["claude", "opencode", "codex"] {
+            std::os::unix::fs::symlink(landwall(), sb.shims().join(agent)).expect("link shim");
+        }
+        std::fs::write(sb.outside().join("secret"), "outside secret\n").expect("write secret");
+        sb
+    }
+
+    /// `shims/`: links to `landwall` named after agents; first on PATH.
+    pub fn shims(&self) -> PathBuf {
+        self.root.join("shims")
+    }
+    /// `agents/`: the stand-in real agents.
+    pub fn agents(&self) -> PathBuf {
+        self.root.join("agents")
+    }
+    /// `home/`: the test's `$HOME`.
+    pub fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+    /// `wt/`: the worktree the agent runs in.
+    pub fn wt(&self) -> PathBuf {
+        self.root.join("wt")
+    }
+    /// `outside/`: a directory the agent must not reach (holds `secret`).
+    pub fn outside(&self) -> PathBuf {
+        self.root.join("outside")
+    }
+
+    /// Installs a stand-in real agent `agents/<name>-real` running `body` under `/bin/sh`.
+    /// The script's first act is to write `ran` in the worktree's `marker`, so a test can
+    /// prove whether it ran.
+    pub fn agent_script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.agents().join(format!("{name}-real"));
+        let script = format!("#!/bin/sh\necho ran > \"$PWD/marker\"\n{body}\n");
+        std::fs::write(&path, script).expect("write agent");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod agent");
+        path
+    }
+
+    /// Whether the stand-in agent ran (its marker exists in `dir`).
+    pub fn ran_in(&self, dir: &Path) -> bool {
+        dir.join("marker").exists()
+    }
+
+    /// A command that runs the `agent` shim in the worktree with a clean environment:
+    /// `PATH=shims:agents:<system>`, `HOME=home/`, `TERM`, `LANG`, and no configuration
+    /// (`LANDWALL_CONFIG` points at a file that does not exist).
+    pub fn shim(&self, agent: &str) -> Command {
+        let mut c = Command::new(self.shims().join(agent));
+        self.clean_env(&mut c);
+        c.current_dir(self.wt());
+        c
+    }
+
+    /// `landwall` (the admin CLI) with the same clean environment, in the worktree.
+    pub fn landwall(&self) -> Command {
+        let mut c = Command::new(landwall());
+        self.clean_env(&mut c);
+        c.current_dir(self.wt());
+        c
+    }
+
+    /// Applies the clean environment to any command.
+    pub fn clean_env(&self, c: &mut Command) {
+        let path = format!(
+            "{}:{}:{}",
+            self.shims().display(),
+            self.agents().display(),
+            SYSTEM_PATH
+        );
+        c.env_clear()
+            .env("PATH", path)
+            .env("HOME", self.home())
+            .env("TERM", "xterm")
+            .env("LANG", "C.UTF-8")
+            .env("LANDWALL_CONFIG", self.root.join("no-config.toml"));
+    }
+
+    /// Writes a configuration file and returns its path.
+    pub fn config(&self, text: &str) -> PathBuf {
+        let p = self.root.join("landwall.toml");
+        std::fs::write(&p, text).expect("write config");
+        p
+    }
+
+    /// Runs `git` with a fixed identity in `dir`; panics with its output on failure.
+    pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=landwall-test",
+                "-c",
+                "user.email=test@landwall.invalid",
+            ])
+            .args([
+                "-c",
+                "init.defaultBranch=main",
+                "-c",
+                "advice.detachedHead=false",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", self.home())
+            .output()
+            .expect("run git (is it installed?)");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Keep the tree when a test failed, for a look; remove it otherwise.
+        if !std::thread::panicking() {
+            if let Err(e) = std::fs::remove_dir_all(&self.root) {
+                eprintln!("leaving {}: {e}", self.root.display());
+            }
+        }
+    }
+}
+
+/// Stdout as a string.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr as a string.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `c` and returns its output.
+pub fn run(c: &mut Command) -> Output {
+    c.output().expect("spawn")
+}
+
+/// `OsStr` from bytes, for non-UTF-8 arguments.
+pub fn os(bytes: &[u8]) -> &OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    OsStr::from_bytes(bytes)
+}
