@@ -252,8 +252,7 @@ mod tests {
         fs::create_dir_all(s.0.join("bin")).expect("mkdir");
         std::os::unix::fs::symlink(&cli, s.0.join("bin/claude")).expect("symlink");
         let dirs = install_dirs(&s.0.join("bin/claude"));
-        let root = fs::canonicalize(s.0.join("lib/node_modules/@anthropic-ai/claude-code"))
-            .expect("canon");
+        let root = fs::canonicalize(s.0.join("lib/node_modules")).expect("canon");
         assert_eq!(dirs, vec![root]);
     }
 }
