@@ -74,6 +74,9 @@ impl Sandbox {
             std::os::unix::fs::symlink(landwall(), sb.shims().join(agent)).expect("link shim");
         }
         std::fs::write(sb.outside().join("secret"), "outside secret\n").expect("write secret");
+        // A copy of the helper where the stand-in agents live (the real agent's directory is
+        // granted read-only and executable; target/ is not).
+        std::fs::copy(helper(), sb.probe()).expect("copy lw-helper");
         sb
     }
 
@@ -92,6 +95,10 @@ impl Sandbox {
     /// `wt/`: the worktree the agent runs in.
     pub fn wt(&self) -> PathBuf {
         self.root.join("wt")
+    }
+    /// The copy of `lw-helper` an agent inside the wall can run (in `agents/`).
+    pub fn probe(&self) -> PathBuf {
+        self.agents().join("lw-helper")
     }
     /// `outside/`: a directory the agent must not reach (holds `secret`).
     pub fn outside(&self) -> PathBuf {

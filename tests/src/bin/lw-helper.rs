@@ -6,7 +6,7 @@
 //!   syscalls (444–446), as on a kernel built without Landlock, then exec CMD.
 //! - `lw-helper write PATH`, `read PATH`, `rename FROM TO`, `mkdir PATH`: do it; exit 0 on
 //!   success or with the errno (EACCES = 13) on failure.
-//! - installed as `<agent>-real` (a link to it): write this process's argv, NUL-separated,
+//! - installed as `<agent>-real` (a copy of it): write this process's argv, NUL-separated,
 //!   to `argv.out` in the cwd, so a test can compare the bytes the agent received.
 #![forbid(unsafe_code)]
 
@@ -81,7 +81,8 @@ fn no_landlock() {
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
-    if arg(0).as_bytes().ends_with(b"-real") {
+    let me = std::env::current_exe().unwrap_or_default();
+    if me.as_os_str().as_bytes().ends_with(b"-real") {
         let mut out = Vec::new();
         for a in &args {
             out.extend_from_slice(a.as_bytes());

@@ -1,0 +1,681 @@
+//! The shim end to end: the built `landwall`, linked as `claude` ahead of a stand-in real
+//! agent, on the real kernel. Each test asserts on what the agent could and could not do.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use landwall_e2e::{helper, os, run, stderr, stdout, Sandbox};
+
+const EACCES: i32 = 13;
+const EXIT_CONFIG: i32 = 78;
+const EXIT_WALL: i32 = 100;
+const EXIT_NOT_FOUND: i32 = 127;
+
+/// A stand-in agent that runs `lw-helper OP ARGS` for each line of `ops` and prints
+/// `OP PATH -> STATUS` (0 = allowed, 13 = EACCES).
+fn probe_agent(sb: &Sandbox, ops: &[(&str, &Path)]) -> String {
+    let mut body = String::new();
+    for (op, path) in ops {
+        body.push_str(&format!(
+            "\"{h}\" {op} \"{p}\"; echo \"{op} {p} -> $?\"\n",
+            h = sb.probe().display(),
+            p = path.display()
+        ));
+    }
+    sb.agent_script("claude", &body);
+    let out = run(&mut sb.shim("claude"));
+    assert!(out.status.success(), "agent failed: {}", stderr(&out));
+    assert!(sb.ran_in(&sb.wt()));
+    stdout(&out)
+}
+
+fn status_of(report: &str, op: &str, path: &Path) -> i32 {
+    let prefix = format!("{op} {} -> ", path.display());
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no result for {prefix} in:\n{report}"))
+}
+
+#[test]
+fn same_pid_and_stdio_pass_through() {
+    let sb = Sandbox::new("pid");
+    sb.agent_script(
+        "claude",
+        "read line; echo \"pid $$ got $line\"; echo \"to stderr\" >&2",
+    );
+    let mut child = sb
+        .shim("claude")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn shim");
+    let pid = child.id();
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"hello\n")
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), format!("pid {pid} got hello\n"));
+    assert_eq!(stderr(&out), "to stderr\n", "nothing else on stderr");
+}
+
+#[test]
+fn nothing_printed_on_success() {
+    let sb = Sandbox::new("quiet");
+    sb.agent_script("claude", "true");
+    let out = run(&mut sb.shim("claude"));
+    assert!(out.status.success());
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn exit_status_and_fatal_signal_pass_through() {
+    let sb = Sandbox::new("status");
+    sb.agent_script("claude", "exit 42");
+    assert_eq!(run(&mut sb.shim("claude")).status.code(), Some(42));
+    sb.agent_script("claude", "kill -TERM $$");
+    let st = run(&mut sb.shim("claude")).status;
+    assert_eq!(st.signal(), Some(15), "{st:?}");
+}
+
+#[test]
+fn argv_arrives_byte_identical() {
+    let sb = Sandbox::new("argv");
+    std::fs::copy(sb.probe(), sb.agents().join("claude-real")).expect("copy helper");
+    let args = [
+        os(b"a b"),
+        os(b""),
+        os(b"--"),
+        os(b"\xff\xfe non-utf8"),
+        os(b"-x"),
+        os(b"*"),
+    ];
+    let out = run(sb.shim("claude").args(args));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let got = std::fs::read(sb.wt().join("argv.out")).expect("argv.out");
+    let mut want = sb
+        .shims()
+        .join("claude")
+        .into_os_string()
+        .into_encoded_bytes();
+    want.push(0);
+    for a in args {
+        want.extend_from_slice(a.as_encoded_bytes());
+        want.push(0);
+    }
+    assert_eq!(
+        got, want,
+        "argv[0] as invoked, then every argument byte for byte"
+    );
+}
+
+#[test]
+fn cwd_is_kept() {
+    let sb = Sandbox::new("cwd");
+    std::fs::create_dir_all(sb.wt().join("sub/dir")).expect("mkdir");
+    sb.agent_script("claude", "pwd");
+    let out = run(sb.shim("claude").current_dir(sb.wt().join("sub/dir")));
+    assert_eq!(
+        stdout(&out).trim(),
+        sb.wt().join("sub/dir").display().to_string()
+    );
+}
+
+#[test]
+fn writes_inside_the_grant_succeed() {
+    let sb = Sandbox::new("inside");
+    let tmp_file = Path::new("/tmp").join(format!("landwall-test-{}", std::process::id()));
+    let report = probe_agent(
+        &sb,
+        &[
+            ("write", &sb.wt().join("file")),
+            ("write", &sb.home().join(".agent-state")),
+            ("write", &tmp_file),
+            ("read", Path::new("/etc/passwd")),
+        ],
+    );
+    assert_eq!(
+        status_of(&report, "write", &sb.wt().join("file")),
+        0,
+        "{report}"
+    );
+    assert_eq!(
+        status_of(&report, "write", &sb.home().join(".agent-state")),
+        0
+    );
+    assert_eq!(status_of(&report, "write", &tmp_file), 0);
+    assert_eq!(status_of(&report, "read", Path::new("/etc/passwd")), 0);
+    assert!(sb.wt().join("file").exists() && sb.home().join(".agent-state").exists());
+    std::fs::remove_file(&tmp_file).expect("cleanup /tmp file");
+}
+
+#[test]
+fn reads_and_writes_outside_are_denied() {
+    let sb = Sandbox::new("outside");
+    let other = sb.root.join("other-project");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::write(other.join("code.rs"), "fn main() {}\n").expect("write");
+    let root_file = Path::new("/root").join(format!(".landwall-test-{}", std::process::id()));
+    let report = probe_agent(
+        &sb,
+        &[
+            ("read", &sb.outside().join("secret")),
+            ("write", &sb.outside().join("planted")),
+            ("read", &other.join("code.rs")),
+            ("write", &other.join("code.rs")),
+            ("write", &root_file),
+            ("read", Path::new("/root/.bashrc")),
+            ("write", Path::new("/etc/landwall-test")),
+            ("write", Path::new("/usr/landwall-test")),
+            ("mkdir", Path::new("/var/landwall-test")),
+        ],
+    );
+    for line in report.lines() {
+        assert!(
+            line.ends_with(&format!("-> {EACCES}")),
+            "not EACCES: {line}\n{report}"
+        );
+    }
+    assert_eq!(report.lines().count(), 9);
+    assert_eq!(
+        std::fs::read_to_string(other.join("code.rs")).expect("read"),
+        "fn main() {}\n"
+    );
+    assert!(!sb.outside().join("planted").exists());
+    assert!(!root_file.exists());
+    assert!(!Path::new("/etc/landwall-test").exists() && !Path::new("/var/landwall-test").exists());
+}
+
+#[test]
+fn rename_across_directories_inside_the_worktree() {
+    let sb = Sandbox::new("rename");
+    std::fs::create_dir_all(sb.wt().join("a")).expect("mkdir");
+    std::fs::create_dir_all(sb.wt().join("b")).expect("mkdir");
+    std::fs::write(sb.wt().join("a/f"), "x").expect("write");
+    sb.agent_script(
+        "claude",
+        &format!(
+            "\"{h}\" rename \"$PWD/a/f\" \"$PWD/b/f\"; echo \"rename $?\"\n\"{h}\" rename \"$PWD/b/f\" \"{o}/stolen\"; echo \"out $?\"",
+            h = sb.probe().display(),
+            o = sb.outside().display()
+        ),
+    );
+    let out = run(&mut sb.shim("claude"));
+    assert_eq!(
+        stdout(&out),
+        format!("rename 0\nout {EACCES}\n"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(sb.wt().join("b/f").exists() && !sb.wt().join("a/f").exists());
+    assert!(!sb.outside().join("stolen").exists());
+}
+
+#[test]
+fn git_commit_in_a_linked_worktree() {
+    let sb = Sandbox::new("git");
+    let main = sb.root.join("main");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    sb.git(&main, &["init", "-q"]);
+    std::fs::write(main.join("README"), "main\n").expect("write");
+    sb.git(&main, &["add", "README"]);
+    sb.git(&main, &["commit", "-qm", "initial"]);
+    let linked = sb.root.join("linked");
+    let other = sb.root.join("other-wt");
+    sb.git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().expect("utf8"),
+            "-b",
+            "task",
+        ],
+    );
+    sb.git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            other.to_str().expect("utf8"),
+            "-b",
+            "other",
+        ],
+    );
+    sb.agent_script(
+        "claude",
+        &format!(
+            "set -e\necho work > work.txt\ngit add work.txt\n\
+             git -c user.name=agent -c user.email=agent@landwall.invalid commit -qm 'agent commit'\n\
+             git branch -q agent-branch\n\
+             if echo x > \"{main}/README\" 2>/dev/null; then echo 'main writable'; fi\n\
+             if cat \"{main}/README\" >/dev/null 2>&1; then echo 'main readable'; fi\n\
+             if echo x > \"{other}/planted\" 2>/dev/null; then echo 'other writable'; fi\n\
+             echo done",
+            main = main.display(),
+            other = other.display()
+        ),
+    );
+    let out = run(sb.shim("claude").current_dir(&linked));
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "done\n",
+        "main working tree and other worktree must be unreachable"
+    );
+    let log = sb.git(&main, &["log", "--format=%s", "task"]);
+    assert_eq!(stdout(&log), "agent commit\ninitial\n");
+    sb.git(&main, &["rev-parse", "--verify", "-q", "agent-branch"]);
+    assert_eq!(
+        std::fs::read_to_string(main.join("README")).expect("read"),
+        "main\n"
+    );
+    assert!(!other.join("planted").exists());
+}
+
+#[test]
+fn a_symlinked_worktree_path_works() {
+    let sb = Sandbox::new("symlink");
+    let link = sb.root.join("link-to-wt");
+    std::os::unix::fs::symlink(sb.wt(), &link).expect("symlink");
+    sb.agent_script(
+        "claude",
+        &format!(
+            "\"{h}\" write \"{l}/via-link\"; echo \"link $?\"",
+            h = sb.probe().display(),
+            l = link.display()
+        ),
+    );
+    let out = run(sb
+        .shim("claude")
+        .env("LANDWALL_WORKTREE", &link)
+        .current_dir(&link));
+    assert_eq!(stdout(&out), "link 0\n", "{}", stderr(&out));
+    assert!(sb.wt().join("via-link").exists());
+}
+
+#[test]
+fn environment_is_rebuilt_from_the_allowlist() {
+    let sb = Sandbox::new("env");
+    sb.agent_script("claude", "env");
+    let out = run(sb
+        .shim("claude")
+        .env("AWS_SECRET_ACCESS_KEY", "aws-secret")
+        .env("DATABASE_URL", "postgres://secret")
+        .env("GITHUB_TOKEN", "ghp_secret")
+        .env("LD_PRELOAD", "libc.so.6")
+        .env("LD_LIBRARY_PATH", "/nonexistent")
+        .env("BASH_ENV", "/tmp/x")
+        .env("ANTHROPIC_API_KEY", "sk-ant")
+        .env("CLAUDE_CODE_USE_BEDROCK", "0")
+        .env("LC_ALL", "C.UTF-8"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let env = stdout(&out);
+    let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    for secret in [
+        "AWS_SECRET_ACCESS_KEY",
+        "DATABASE_URL",
+        "GITHUB_TOKEN",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "BASH_ENV",
+    ] {
+        assert!(
+            !names.contains(&secret),
+            "{secret} reached the agent:\n{env}"
+        );
+    }
+    for kept in [
+        "PATH",
+        "HOME",
+        "TERM",
+        "LANG",
+        "LC_ALL",
+        "ANTHROPIC_API_KEY",
+        "CLAUDE_CODE_USE_BEDROCK",
+    ] {
+        assert!(names.contains(&kept), "{kept} missing:\n{env}");
+    }
+    assert!(!env.contains("secret"), "{env}");
+}
+
+#[test]
+fn ld_preload_allowed_in_config_still_never_passes() {
+    let sb = Sandbox::new("ldconfig");
+    let cfg = sb.config("env_allow = [\"LD_PRELOAD\", \"LD_*\", \"MY_VAR\"]\n");
+    sb.agent_script("claude", "env");
+    let out = run(sb
+        .shim("claude")
+        .env("LANDWALL_CONFIG", &cfg)
+        .env("LD_PRELOAD", "libc.so.6")
+        .env("MY_VAR", "mine"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("LD_PRELOAD"));
+    assert!(stdout(&out).contains("MY_VAR=mine"));
+}
+
+#[test]
+fn capabilities_dropped_no_new_privs_and_inherited_fds_closed() {
+    let sb = Sandbox::new("caps");
+    sb.agent_script(
+        "claude",
+        "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/$$/status\n\
+         if [ -e /proc/$$/fd/7 ]; then echo 'fd7 open'; else echo 'fd7 closed'; fi",
+    );
+    // A parent that leaves fd 7 open (no close-on-exec) across the exec of the shim.
+    let mut c = Command::new("/bin/sh");
+    sb.clean_env(&mut c);
+    let out = run(c
+        .current_dir(sb.wt())
+        .arg("-c")
+        .arg("exec 7</etc/hostname; [ -e /proc/$$/fd/7 ] || exit 99; exec claude"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            report.contains(&format!("{set}:\t0000000000000000")),
+            "{set} not empty:\n{report}"
+        );
+    }
+    assert!(report.contains("NoNewPrivs:\t1"), "{report}");
+    assert!(report.contains("fd7 closed"), "{report}");
+}
+
+// ---- Fail-closed: each shows the agent never ran and the status is the documented one.
+
+fn assert_refused(sb: &Sandbox, out: &std::process::Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "stderr: {}", stderr(out));
+    assert!(!sb.ran_in(&sb.wt()), "the agent ran");
+    let err = stderr(out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn refused_when_the_kernel_refuses_a_17th_layer() {
+    let sb = Sandbox::new("layers");
+    sb.agent_script("claude", "true");
+    let mut c = Command::new(helper());
+    sb.clean_env(&mut c);
+    let out = run(c
+        .current_dir(sb.wt())
+        .args(["stack", "16", "--"])
+        .arg(sb.shims().join("claude")));
+    assert_refused(&sb, &out, EXIT_WALL);
+    // And 15 layers leave room for the shim's own: the same command runs.
+    let mut c = Command::new(helper());
+    sb.clean_env(&mut c);
+    let out = run(c
+        .current_dir(sb.wt())
+        .args(["stack", "15", "--"])
+        .arg(sb.shims().join("claude")));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(sb.ran_in(&sb.wt()));
+}
+
+#[test]
+fn refused_when_the_kernel_has_no_landlock() {
+    let sb = Sandbox::new("nolandlock");
+    sb.agent_script("claude", "true");
+    let mut c = Command::new(helper());
+    sb.clean_env(&mut c);
+    let out = run(c
+        .current_dir(sb.wt())
+        .args(["nolandlock", "--"])
+        .arg(sb.shims().join("claude")));
+    assert_refused(&sb, &out, EXIT_WALL);
+}
+
+#[test]
+fn refused_when_the_abi_is_below_the_minimum() {
+    let sb = Sandbox::new("minabi");
+    sb.agent_script("claude", "true");
+    let cfg = sb.config("min_abi = 10\n");
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert_refused(&sb, &out, EXIT_WALL);
+}
+
+#[test]
+fn refused_when_the_config_is_invalid() {
+    let sb = Sandbox::new("badconfig");
+    sb.agent_script("claude", "true");
+    let cfg = sb.config("min_abi = 3\nwritabel = [\"/srv\"]\n");
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+    assert!(
+        stderr(&out).contains(&format!("{}:2:", cfg.display())),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn refused_when_the_config_is_unreadable() {
+    let sb = Sandbox::new("dirconfig");
+    sb.agent_script("claude", "true");
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", sb.outside()));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+}
+
+#[test]
+fn refused_when_a_configured_path_is_missing() {
+    let sb = Sandbox::new("missingpath");
+    sb.agent_script("claude", "true");
+    let cfg = sb.config(&format!("writable = [\"{}/nope\"]\n", sb.root.display()));
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+}
+
+#[test]
+fn refused_when_the_worktree_is_the_root() {
+    let sb = Sandbox::new("rootwt");
+    // The agent would write its marker in the cwd: check / and the worktree both.
+    sb.agent_script("claude", "echo ran > /var/tmp/landwall-tests/root-marker");
+    let out = run(sb.shim("claude").current_dir("/"));
+    assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{}", stderr(&out));
+    assert!(
+        !Path::new("/marker").exists()
+            && !Path::new("/var/tmp/landwall-tests/root-marker").exists()
+    );
+    let out = run(sb.shim("claude").env("LANDWALL_WORKTREE", "/usr"));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+}
+
+#[test]
+fn refused_when_the_real_agent_is_missing() {
+    let sb = Sandbox::new("noagent");
+    let out = run(&mut sb.shim("claude"));
+    assert_refused(&sb, &out, EXIT_NOT_FOUND);
+    assert!(
+        stderr(&out).contains("claude-real"),
+        "names what was searched: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn refused_when_the_shim_finds_only_itself() {
+    let sb = Sandbox::new("onlyself");
+    // The shim on PATH twice more: a hardlink and a symlink, in later directories.
+    let hard = sb.root.join("hard");
+    let soft = sb.root.join("soft");
+    std::fs::create_dir_all(&hard).expect("mkdir");
+    std::fs::create_dir_all(&soft).expect("mkdir");
+    let copy_target = sb.root.join("landwall-copy");
+    std::fs::copy(landwall_e2e::landwall(), &copy_target).expect("copy binary");
+    std::fs::set_permissions(&copy_target, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::hard_link(&copy_target, hard.join("claude")).expect("hardlink");
+    std::os::unix::fs::symlink(&copy_target, soft.join("claude")).expect("symlink");
+    std::os::unix::fs::symlink(&copy_target, sb.root.join("claude")).expect("symlink");
+    let mut c = Command::new(sb.root.join("claude"));
+    sb.clean_env(&mut c);
+    let path = format!(
+        "{}:{}:{}",
+        hard.display(),
+        soft.display(),
+        landwall_e2e::SYSTEM_PATH
+    );
+    let out = run(c.current_dir(sb.wt()).env("PATH", path));
+    assert_refused(&sb, &out, EXIT_NOT_FOUND);
+}
+
+#[test]
+fn next_claude_on_path_is_found_when_there_is_no_real_suffix() {
+    let sb = Sandbox::new("nextonpath");
+    let later = sb.root.join("later");
+    std::fs::create_dir_all(&later).expect("mkdir");
+    std::fs::write(later.join("claude"), "#!/bin/sh\necho real claude \"$@\"\n").expect("write");
+    std::fs::set_permissions(later.join("claude"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let path = format!(
+        "{}:{}:{}",
+        sb.shims().display(),
+        later.display(),
+        landwall_e2e::SYSTEM_PATH
+    );
+    let out = run(sb.shim("claude").env("PATH", path).arg("--version"));
+    assert_eq!(stdout(&out), "real claude --version\n", "{}", stderr(&out));
+}
+
+// ---- The admin CLI.
+
+#[test]
+fn run_walls_any_command() {
+    let sb = Sandbox::new("run");
+    let out = run(sb
+        .landwall()
+        .args(["run", "--"])
+        .arg(sb.probe())
+        .arg("read")
+        .arg(sb.outside().join("secret")));
+    assert_eq!(out.status.code(), Some(EACCES), "{}", stderr(&out));
+    let out = run(sb
+        .landwall()
+        .args(["run", "--"])
+        .arg(sb.probe())
+        .arg("write")
+        .arg(sb.wt().join("ok")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = run(sb
+        .landwall()
+        .args(["run", "--worktree"])
+        .arg(sb.outside())
+        .arg("--")
+        .arg(sb.probe())
+        .arg("write")
+        .arg(sb.wt().join("no")));
+    assert_eq!(
+        out.status.code(),
+        Some(EACCES),
+        "--worktree moves the grant"
+    );
+}
+
+#[test]
+fn check_names_the_deciding_rule() {
+    let sb = Sandbox::new("check");
+    let out = run(sb
+        .landwall()
+        .arg("check")
+        .arg(sb.wt().join("src/main.rs"))
+        .arg("/etc/passwd")
+        .arg(sb.outside()));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("read-write") && lines[0].contains("worktree"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("read-only") && lines[1].contains("/etc"),
+        "{text}"
+    );
+    assert!(lines[2].starts_with("denied"), "{text}");
+}
+
+#[test]
+fn policy_json_is_what_the_shim_applies() {
+    let sb = Sandbox::new("policyjson");
+    sb.agent_script("claude", "true");
+    let out = run(sb
+        .landwall()
+        .args(["policy", "--json"])
+        .env("SECRET_TOKEN", "x"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["worktree"], sb.wt().display().to_string());
+    assert_eq!(
+        v["real_agent"],
+        sb.agents().join("claude-real").display().to_string()
+    );
+    let rules = v["rules"].as_array().expect("rules");
+    assert!(rules
+        .iter()
+        .any(|r| r["path"] == "/tmp" && r["access"] == "read-write"));
+    assert!(v["env"]["dropped"]
+        .as_array()
+        .expect("dropped")
+        .iter()
+        .any(|n| n == "SECRET_TOKEN"));
+}
+
+#[test]
+fn admin_cli_usage_errors() {
+    let sb = Sandbox::new("usage");
+    assert_eq!(run(sb.landwall().arg("frobnicate")).status.code(), Some(2));
+    assert_eq!(
+        run(sb.landwall().args(["run", "--agent", "../x", "--", "true"]))
+            .status
+            .code(),
+        Some(2)
+    );
+    let v = run(sb.landwall().arg("--version"));
+    assert!(v.status.success() && stdout(&v).starts_with("landwall "));
+    for sub in ["doctor", "policy", "check", "run"] {
+        let h = run(sb.landwall().args([sub, "--help"]));
+        assert!(h.status.success(), "{sub} --help");
+    }
+}
+
+#[test]
+fn doctor_reports_and_fails_when_the_shim_cannot_work() {
+    let sb = Sandbox::new("doctor");
+    sb.agent_script("claude", "true");
+    let out = run(sb.landwall().arg("doctor"));
+    assert!(out.status.success(), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("Landlock ABI"), "{text}");
+    assert!(
+        text.contains(&sb.agents().join("claude-real").display().to_string()),
+        "{text}"
+    );
+    let cfg = sb.config("min_abi = 10\n");
+    let out = run(sb.landwall().arg("doctor").env("LANDWALL_CONFIG", &cfg));
+    assert_eq!(out.status.code(), Some(1));
+    let bad = sb.config("nonsense = 1\n");
+    let out = run(sb.landwall().arg("doctor").env("LANDWALL_CONFIG", &bad));
+    assert_eq!(out.status.code(), Some(1));
+    let mut c = Command::new(helper());
+    sb.clean_env(&mut c);
+    let out = run(c
+        .args(["nolandlock", "--"])
+        .arg(landwall_e2e::landwall())
+        .arg("doctor"));
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+}
