@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -65,6 +66,131 @@ pub struct AgentConfig {
     pub env_allow: Vec<EnvPattern>,
 }
 
+/// How `$HOME` is granted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HomeMode {
+    /// The seeds' default: `$HOME` is writable (and so are the shell rc files in it).
+    #[default]
+    Writable,
+    /// `$HOME` is read-only except the agent's own state directories.
+    Strict,
+}
+
+/// A path denied inside a granted directory. The last component may contain `*`, which
+/// matches any run of characters (`/etc/sudoers*`, `/etc/ssh/ssh_host_*_key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenyPattern {
+    /// The directory the pattern's last component is matched in.
+    pub dir: PathBuf,
+    /// The last component, possibly with `*`.
+    pub name: String,
+}
+
+impl DenyPattern {
+    /// Parses an absolute path whose last component may contain `*`.
+    pub fn parse(s: &str) -> Result<DenyPattern, &'static str> {
+        let path = Path::new(s);
+        if !path.is_absolute() {
+            return Err("is not an absolute path; write it from `/`");
+        }
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err("names no file or directory");
+        };
+        if dir.as_os_str().as_encoded_bytes().contains(&b'*') {
+            return Err("has `*` outside its last component");
+        }
+        let name = name.to_str().ok_or("is not valid UTF-8")?;
+        if name == "*" {
+            return Err("would deny a whole directory's entries: deny the directory itself");
+        }
+        Ok(DenyPattern {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+        })
+    }
+
+    /// Whether the entry `name` of `self.dir` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        match self.name.split_once('*') {
+            None => self.name == name,
+            Some((head, rest)) => {
+                // Only the first `*` is a wildcard boundary; further ones match literally
+                // nowhere, so split on all of them and match the pieces in order.
+                let mut pieces = rest.split('*');
+                let Some(mut tail) = name.strip_prefix(head) else {
+                    return false;
+                };
+                let last = pieces.next_back().unwrap_or("");
+                for piece in pieces {
+                    match tail.find(piece) {
+                        Some(i) => tail = &tail[i + piece.len()..],
+                        None => return false,
+                    }
+                }
+                tail.len() >= last.len() && tail.ends_with(last)
+            }
+        }
+    }
+}
+
+impl fmt::Display for DenyPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.dir.join(&self.name).display())
+    }
+}
+
+/// TCP port rules (`[network]`): a list that is present is enforced; an absent one is not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Network {
+    /// Ports the agent may connect to; `None`: connecting is not restricted.
+    pub connect_tcp: Option<Vec<u16>>,
+    /// Ports the agent may bind; `None`: binding is not restricted.
+    pub bind_tcp: Option<Vec<u16>>,
+}
+
+impl Network {
+    /// Whether any TCP rule is configured (so ABI 4 and the MPTCP filter are required).
+    pub fn is_restricted(&self) -> bool {
+        self.connect_tcp.is_some() || self.bind_tcp.is_some()
+    }
+}
+
+/// Where `landwall-drain` keeps its spool unless `[drain] spool` or `--spool` says otherwise.
+pub const DEFAULT_SPOOL: &str = "/var/spool/landwall";
+
+/// How long `landwall-drain` lets running jobs finish after SIGTERM before it kills them.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// The most jobs `[drain] jobs` may run at once.
+pub const MAX_DRAIN_JOBS: u32 = 256;
+
+/// The drain daemon's settings (`[drain]`, system file only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainConfig {
+    /// The spool directory, if configured.
+    pub spool: Option<PathBuf>,
+    /// The directories job worktrees must lie strictly below. Empty: every job is refused.
+    pub worktree_roots: Vec<PathBuf>,
+    /// How long running jobs get to finish after SIGTERM/SIGINT.
+    pub grace: Duration,
+    /// Owners whose job files are accepted; `None`: root and the daemon's own uid.
+    pub allow_uids: Option<Vec<u32>>,
+    /// Jobs run at once unless `--jobs` says otherwise.
+    pub jobs: Option<u32>,
+}
+
+impl Default for DrainConfig {
+    fn default() -> Self {
+        DrainConfig {
+            spool: None,
+            worktree_roots: Vec::new(),
+            grace: DEFAULT_GRACE,
+            allow_uids: None,
+            jobs: None,
+        }
+    }
+}
+
 /// The validated configuration: system file plus the optional per-user file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -76,8 +202,18 @@ pub struct Config {
     pub writable: Vec<PathBuf>,
     /// Extra environment names and patterns for every agent.
     pub env_allow: Vec<EnvPattern>,
+    /// How `$HOME` is granted.
+    pub home: HomeMode,
+    /// Paths denied inside granted directories (added to the built-in ones for root).
+    pub deny: Vec<DenyPattern>,
+    /// Extra devices granted read-write with ioctls.
+    pub devices: Vec<PathBuf>,
+    /// TCP port rules.
+    pub network: Network,
     /// Per-agent sections.
     pub agents: BTreeMap<String, AgentConfig>,
+    /// The drain daemon's section.
+    pub drain: DrainConfig,
     /// The files that were read, in order (for `doctor` and error messages).
     pub sources: Vec<PathBuf>,
 }
@@ -89,7 +225,12 @@ impl Default for Config {
             read_only: Vec::new(),
             writable: Vec::new(),
             env_allow: Vec::new(),
+            home: HomeMode::default(),
+            deny: Vec::new(),
+            devices: Vec::new(),
+            network: Network::default(),
             agents: BTreeMap::new(),
+            drain: DrainConfig::default(),
             sources: Vec::new(),
         }
     }
@@ -137,13 +278,13 @@ impl ConfigPaths {
 /// error (the seeds' default policy applies); an unreadable or invalid one is.
 pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
     let mut config = Config::default();
-    if let Some(text) = read_optional(&paths.system)? {
+    if let Some(text) = read_optional(&paths.system, Trust::RootOwned)? {
         let raw = parse(&paths.system, &text)?;
         merge(&mut config, raw, &paths.system, &text, Origin::System)?;
         config.sources.push(paths.system.clone());
     }
     if let Some(user) = &paths.user {
-        if let Some(text) = read_optional(user)? {
+        if let Some(text) = read_optional(user, Trust::Any)? {
             let raw = parse(user, &text)?;
             merge(&mut config, raw, user, &text, Origin::User)?;
             config.sources.push(user.clone());
@@ -161,15 +302,53 @@ pub fn from_str(path: &Path, text: &str) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn read_optional(path: &Path) -> Result<Option<String>, ConfigError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        }),
+/// Who may own a configuration file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trust {
+    /// The system file: the agent must not be able to rewrite it, so it (and its directory)
+    /// must be owned by root and not writable by group or others.
+    RootOwned,
+    /// The per-user file (documented as writable by the agent under the default policy).
+    Any,
+}
+
+fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let read_err = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+    };
+    if trust == Trust::RootOwned {
+        // Checked on the opened file, so a swap after the check cannot change what is read.
+        let meta = file.metadata().map_err(read_err)?;
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        let dir_meta = std::fs::metadata(dir).map_err(read_err)?;
+        for (what, m, p) in [("file", &meta, path), ("directory", &dir_meta, dir)] {
+            if m.uid() != 0 || m.mode() & 0o022 != 0 {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    line: None,
+                    message: format!(
+                        "refusing the configuration: its {what} {} must be owned by root and not writable by group or others (it is uid {}, mode {:o}); fix with `chown root: {} && chmod go-w {}`",
+                        p.display(),
+                        m.uid(),
+                        m.mode() & 0o7777,
+                        p.display(),
+                        p.display()
+                    ),
+                });
+            }
+        }
     }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(read_err)?;
+    Ok(Some(text))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -182,8 +361,33 @@ struct RawConfig {
     writable: Vec<Spanned<PathBuf>>,
     #[serde(default)]
     env_allow: Vec<Spanned<String>>,
+    home: Option<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+    #[serde(default)]
+    devices: Vec<Spanned<PathBuf>>,
+    network: Option<RawNetwork>,
     #[serde(default)]
     agents: BTreeMap<String, RawAgent>,
+    drain: Option<Spanned<RawDrain>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDrain {
+    spool: Option<Spanned<PathBuf>>,
+    #[serde(default)]
+    worktree_roots: Vec<Spanned<PathBuf>>,
+    grace: Option<Spanned<String>>,
+    allow_uids: Option<Vec<Spanned<u32>>>,
+    jobs: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    connect_tcp: Option<Vec<u16>>,
+    bind_tcp: Option<Vec<u16>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -308,6 +512,54 @@ fn merge(
     config
         .env_allow
         .extend(v.patterns("env_allow", raw.env_allow)?);
+    if let Some(home) = raw.home {
+        let mode = match home.get_ref().as_str() {
+            "default" | "writable" => HomeMode::Writable,
+            "strict" => HomeMode::Strict,
+            other => {
+                return v.err(
+                    home.span(),
+                    format!("`home` must be \"default\" or \"strict\", not \"{other}\""),
+                )
+            }
+        };
+        // Either file can make HOME strict; neither can undo the other's strictness.
+        if mode == HomeMode::Strict {
+            config.home = HomeMode::Strict;
+        }
+    }
+    for d in raw.deny {
+        let span = d.span();
+        let pattern = DenyPattern::parse(d.get_ref())
+            .or_else(|why| v.err(span, format!("`deny`: `{}` {why}", d.get_ref())))?;
+        config.deny.push(pattern);
+    }
+    for dev in raw.devices {
+        let span = dev.span();
+        let p = dev.into_inner();
+        if !p.is_absolute() || !p.starts_with("/dev") || p == Path::new("/dev") {
+            return v.err(
+                span,
+                format!(
+                    "`devices`: `{}` is not a device under /dev; grant other paths with `writable`",
+                    p.display()
+                ),
+            );
+        }
+        config.devices.push(p);
+    }
+    if let Some(net) = raw.network {
+        let union = |have: &mut Option<Vec<u16>>, add: Option<Vec<u16>>| {
+            if let Some(add) = add {
+                let list = have.get_or_insert_with(Vec::new);
+                list.extend(add);
+                list.sort_unstable();
+                list.dedup();
+            }
+        };
+        union(&mut config.network.connect_tcp, net.connect_tcp);
+        union(&mut config.network.bind_tcp, net.bind_tcp);
+    }
     for (name, agent) in raw.agents {
         if !valid_agent_name(&name) {
             return Err(ConfigError::Invalid {
@@ -336,7 +588,83 @@ fn merge(
             .env_allow
             .extend(v.patterns("env_allow", agent.env_allow)?);
     }
+    if let Some(drain) = raw.drain {
+        if origin == Origin::User {
+            // The per-user file is writable by agents under the default policy: the daemon's
+            // roots, owners and spool must not come from it.
+            return v.err(
+                drain.span(),
+                "`[drain]` belongs in the system configuration, not the per-user file",
+            );
+        }
+        config.drain = validate_drain(&v, drain.into_inner())?;
+    }
     Ok(())
+}
+
+fn validate_drain(v: &Validator<'_>, raw: RawDrain) -> Result<DrainConfig, ConfigError> {
+    let mut drain = DrainConfig::default();
+    if let Some(spool) = raw.spool {
+        drain.spool = v.paths("spool", vec![spool])?.pop();
+    }
+    drain.worktree_roots = v.paths("worktree_roots", raw.worktree_roots)?;
+    if let Some(grace) = raw.grace {
+        drain.grace = match parse_duration(grace.get_ref()) {
+            Ok(d) => d,
+            Err(why) => return v.err(grace.span(), format!("`grace`: {why}")),
+        };
+    }
+    if let Some(uids) = raw.allow_uids {
+        drain.allow_uids = Some(uids.into_iter().map(Spanned::into_inner).collect());
+    }
+    if let Some(jobs) = raw.jobs {
+        let n = *jobs.get_ref();
+        if !(1..=MAX_DRAIN_JOBS).contains(&n) {
+            return v.err(
+                jobs.span(),
+                format!("`jobs` must be between 1 and {MAX_DRAIN_JOBS}, not {n}"),
+            );
+        }
+        drain.jobs = Some(n);
+    }
+    Ok(drain)
+}
+
+/// Parses a duration written as one or more `<integer><unit>` groups, units `ms`, `s`, `m`,
+/// `h` and `d`: `"30s"`, `"10m"`, `"1h30m"`. A bare number is refused: say the unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!("`{text}` is not a duration: write it like `30s`, `10m`, `1h30m` (units ms, s, m, h, d)")
+    };
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            "d" => Duration::from_secs(86400),
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+        let part = u32::try_from(n)
+            .ok()
+            .and_then(|n| unit.checked_mul(n))
+            .ok_or_else(bad)?;
+        total = total.checked_add(part).ok_or_else(bad)?;
+    }
+    Ok(total)
 }
 
 /// Whether `name` can be an agent (a program name with no path separator).
@@ -460,6 +788,94 @@ env_allow = ["AWS_REGION"]
     }
 
     #[test]
+    fn hardening_keys_parse() {
+        let text = r#"
+home = "strict"
+deny = ["/etc/sudoers*", "/srv/x"]
+devices = ["/dev/kvm"]
+[network]
+connect_tcp = [443, 22, 443]
+"#;
+        let c = from_str(&p("/c"), text).expect("valid");
+        assert_eq!(c.home, HomeMode::Strict);
+        assert_eq!(c.deny.len(), 2);
+        assert_eq!(c.devices, vec![p("/dev/kvm")]);
+        assert_eq!(c.network.connect_tcp, Some(vec![22, 443]));
+        assert_eq!(c.network.bind_tcp, None);
+        assert!(c.network.is_restricted());
+    }
+
+    #[test]
+    fn hardening_keys_are_validated() {
+        for (bad, line) in [
+            ("\nhome = \"loose\"", 2),
+            ("deny = [\"relative\"]", 1),
+            ("deny = [\"/a*/b\"]", 1),
+            ("deny = [\"/etc/*\"]", 1),
+            ("\n\ndevices = [\"/etc/passwd\"]", 3),
+            ("[network]\nconnect_tcp = [70000]", 2),
+            ("[network]\nudp = [53]", 2),
+        ] {
+            let e = from_str(&p("/c"), bad).expect_err(bad);
+            assert!(
+                e.to_string().starts_with(&format!("/c:{line}: ")),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn deny_patterns_match_the_last_component() {
+        let d = DenyPattern::parse("/etc/ssh/ssh_host_*_key").expect("valid");
+        assert_eq!(d.dir, p("/etc/ssh"));
+        assert!(d.matches("ssh_host_ed25519_key"));
+        assert!(!d.matches("ssh_host_ed25519_key.pub"));
+        let d = DenyPattern::parse("/etc/sudoers*").expect("valid");
+        assert!(d.matches("sudoers") && d.matches("sudoers.d"));
+        assert!(!d.matches("sudo.conf"));
+        let d = DenyPattern::parse("/etc/shadow").expect("valid");
+        assert!(d.matches("shadow") && !d.matches("shadow-"));
+    }
+
+    #[test]
+    fn user_file_cannot_loosen_home() {
+        let dir = std::env::temp_dir().join(format!("lw-config-home-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("u/landwall")).expect("mkdir");
+        std::fs::write(dir.join("sys.toml"), "home = \"strict\"\n").expect("write");
+        std::fs::write(dir.join("u/landwall/landwall.toml"), "home = \"default\"\n")
+            .expect("write");
+        let paths = ConfigPaths {
+            system: dir.join("sys.toml"),
+            user: Some(dir.join("u/landwall/landwall.toml")),
+        };
+        assert_eq!(load(&paths).expect("valid").home, HomeMode::Strict);
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn system_file_must_be_root_owned_and_not_writable_by_others() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lw-config-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let file = dir.join("sys.toml");
+        std::fs::write(&file, "min_abi = 3\n").expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let paths = ConfigPaths {
+            system: file.clone(),
+            user: None,
+        };
+        let e = load(&paths).expect_err("group/other-writable");
+        assert!(e.to_string().contains("must be owned by root"), "{e}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        // Root runs the tests (the kernel tests need it); a root-owned 0644 file is trusted.
+        if nix::unistd::geteuid().is_root() {
+            assert!(load(&paths).is_ok());
+        }
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
     fn missing_files_mean_defaults() {
         let paths = ConfigPaths {
             system: p("/nonexistent/landwall.toml"),
@@ -467,6 +883,73 @@ env_allow = ["AWS_REGION"]
         };
         let c = load(&paths).expect("defaults");
         assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn drain_section_parses_and_defaults() {
+        let c = from_str(&p("/c"), "").expect("empty");
+        assert_eq!(c.drain, DrainConfig::default());
+        assert_eq!(c.drain.grace, DEFAULT_GRACE);
+        let text = r#"
+[drain]
+spool = "/srv/spool"
+worktree_roots = ["/srv/work", "/home/agents"]
+grace = "1m30s"
+allow_uids = [0, 1000]
+jobs = 4
+"#;
+        let c = from_str(&p("/c"), text).expect("valid");
+        assert_eq!(c.drain.spool, Some(p("/srv/spool")));
+        assert_eq!(
+            c.drain.worktree_roots,
+            vec![p("/srv/work"), p("/home/agents")]
+        );
+        assert_eq!(c.drain.grace, Duration::from_secs(90));
+        assert_eq!(c.drain.allow_uids, Some(vec![0, 1000]));
+        assert_eq!(c.drain.jobs, Some(4));
+    }
+
+    #[test]
+    fn drain_section_is_validated() {
+        for (text, line, needle) in [
+            ("[drain]\nspoool = \"/x\"\n", 2, "spoool"),
+            ("[drain]\nspool = \"rel\"\n", 2, "rel"),
+            ("[drain]\nworktree_roots = [\"/a\", \"b\"]\n", 2, "`b`"),
+            ("[drain]\ngrace = \"30\"\n", 2, "`30`"),
+            ("[drain]\njobs = 0\n", 2, "jobs"),
+            ("[drain]\nallow_uids = [-1]\n", 2, ""),
+        ] {
+            let e = from_str(&p("/c"), text).expect_err(text).to_string();
+            assert!(e.starts_with(&format!("/c:{line}: ")), "{text}: {e}");
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn drain_section_is_refused_in_the_user_file() {
+        let dir = std::env::temp_dir().join(format!("lw-config-drain-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("user.toml"), "[drain]\nallow_uids = [1000]\n").expect("write");
+        let paths = ConfigPaths {
+            system: dir.join("none.toml"),
+            user: Some(dir.join("user.toml")),
+        };
+        let e = load(&paths).expect_err("user [drain]").to_string();
+        assert!(e.contains("system configuration"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172800)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        for bad in ["", "30", "s", "5x", "1.5s", "-1s", "30 s", "99999999999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]
