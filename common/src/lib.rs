@@ -16,6 +16,7 @@ pub mod env;
 pub mod launch;
 pub mod plan;
 pub mod policy;
+pub mod spool;
 pub mod sys;
 pub mod wall;
 pub mod worktree;
