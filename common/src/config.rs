@@ -451,6 +451,12 @@ impl Validator<'_> {
             .map(|v| {
                 let span = v.span();
                 let p = v.into_inner();
+                if p == Path::new("/") {
+                    return self.err(
+                        span,
+                        format!("`{key}`: granting `/` would make the wall meaningless; name the directories the agent needs"),
+                    );
+                }
                 if !p.is_absolute() {
                     return self.err(
                         span,

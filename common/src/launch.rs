@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::caps::CapsError;
 use crate::policy::Policy;
+use crate::seccomp::{self, SeccompError};
 use crate::wall::{Enforced, WallError};
 use crate::{sys, Error};
 
@@ -80,6 +81,11 @@ pub trait Kernel {
     fn thread_count(&mut self) -> io::Result<usize>;
     /// Applies the Landlock ruleset.
     fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError>;
+    /// Installs the seccomp filters.
+    fn filter_syscalls(&mut self, policy: &Policy) -> Result<(), SeccompError>;
+    /// Checks from inside that the wall is up; the error says which check passed that
+    /// should not have.
+    fn self_check(&mut self) -> Result<(), String>;
     /// Replaces the process; returns only on failure.
     fn exec(&mut self, exec: &Exec) -> io::Error;
 }
@@ -90,7 +96,10 @@ pub trait Kernel {
 /// 2. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);
 /// 3. single-threaded (before ABI 8 a thread that exists now would stay unrestricted);
 /// 4. Landlock ruleset fully enforced at or above the minimum ABI;
-/// 5. `execve()`.
+/// 5. seccomp filter (terminal injection; MPTCP when TCP rules are set);
+/// 6. self-check from inside: a path outside the grant is refused, no_new_privs is 1, every
+///    capability set is empty, the seccomp filter answers;
+/// 7. `execve()`.
 pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) -> Error {
     if let Err(e) = kernel.drop_capabilities() {
         return Error::Caps(e);
@@ -105,6 +114,12 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
     }
     if let Err(e) = kernel.restrict(policy) {
         return Error::Wall(e);
+    }
+    if let Err(e) = kernel.filter_syscalls(policy) {
+        return Error::Seccomp(e);
+    }
+    if let Err(e) = kernel.self_check() {
+        return Error::SelfCheck(e);
     }
     let source = kernel.exec(exec);
     Error::Exec {
@@ -172,6 +187,42 @@ impl Kernel for LiveKernel {
         crate::wall::restrict(policy)
     }
 
+    fn filter_syscalls(&mut self, policy: &Policy) -> Result<(), SeccompError> {
+        seccomp::install(&seccomp::filters(policy.network.is_restricted())?)
+    }
+
+    fn self_check(&mut self) -> Result<(), String> {
+        // Landlock: `/` itself is never granted (configuration cannot name it), so listing
+        // it must be refused.
+        match std::fs::read_dir("/") {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
+            Ok(_) => return Err("`/` is readable".into()),
+            Err(e) => return Err(format!("listing `/` failed unexpectedly: {e}")),
+        }
+        if !nix::sys::prctl::get_no_new_privs().map_err(|e| e.to_string())? {
+            return Err("no_new_privs is 0".into());
+        }
+        for set in [
+            caps::CapSet::Effective,
+            caps::CapSet::Permitted,
+            caps::CapSet::Inheritable,
+            caps::CapSet::Ambient,
+        ] {
+            if !caps::read(None, set).map_err(|e| e.to_string())?.is_empty() {
+                return Err(format!("the {set:?} capability set is not empty"));
+            }
+        }
+        if sys::seccomp_mode().map_err(|e| e.to_string())? != 2 {
+            return Err("no seccomp filter is installed".into());
+        }
+        // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
+        let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);
+        if errno != Some(libc::EPERM) {
+            return Err(format!("TIOCSTI is not filtered (errno {errno:?})"));
+        }
+        Ok(())
+    }
+
     fn exec(&mut self, exec: &Exec) -> io::Error {
         match nix::unistd::execve(&exec.path_c, &exec.argv, &exec.envp) {
             Err(errno) => io::Error::from(errno),
@@ -225,7 +276,20 @@ mod tests {
             Ok(Enforced {
                 abi: 7,
                 audit_new_exec: true,
+                scoped: true,
             })
+        }
+        fn filter_syscalls(&mut self, _: &Policy) -> Result<(), SeccompError> {
+            if self.step("seccomp") {
+                return Err(SeccompError::Install("test".into()));
+            }
+            Ok(())
+        }
+        fn self_check(&mut self) -> Result<(), String> {
+            if self.step("selfcheck") {
+                return Err("test".into());
+            }
+            Ok(())
         }
         fn exec(&mut self, _: &Exec) -> io::Error {
             self.steps.push("exec");
@@ -244,6 +308,7 @@ mod tests {
             home: None,
             real_agent: None,
             config: &config,
+            is_root: false,
         })
         .expect("policy");
         let exec = Exec::new(Path::new("/bin/true"), &["claude".into()], &[]).expect("exec");
@@ -259,7 +324,18 @@ mod tests {
             threads: 1,
         };
         let e = wall_and_exec(&mut k, &policy, &exec);
-        assert_eq!(k.steps, ["caps", "nnp", "threads", "landlock", "exec"]);
+        assert_eq!(
+            k.steps,
+            [
+                "caps",
+                "nnp",
+                "threads",
+                "landlock",
+                "seccomp",
+                "selfcheck",
+                "exec"
+            ]
+        );
         assert!(matches!(e, Error::Exec { .. }));
     }
 
@@ -270,6 +346,14 @@ mod tests {
             ("caps", vec!["caps"]),
             ("nnp", vec!["caps", "nnp"]),
             ("landlock", vec!["caps", "nnp", "threads", "landlock"]),
+            (
+                "seccomp",
+                vec!["caps", "nnp", "threads", "landlock", "seccomp"],
+            ),
+            (
+                "selfcheck",
+                vec!["caps", "nnp", "threads", "landlock", "seccomp", "selfcheck"],
+            ),
         ] {
             let mut k = Recorder {
                 steps: vec![],

@@ -16,7 +16,8 @@ pub mod env;
 pub mod launch;
 pub mod plan;
 pub mod policy;
-pub mod spool;
+pub mod profile;
+pub mod seccomp;
 pub mod sys;
 pub mod wall;
 pub mod worktree;
@@ -78,6 +79,12 @@ pub enum Error {
     /// Landlock.
     #[error(transparent)]
     Wall(#[from] wall::WallError),
+    /// The seccomp filter.
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    /// The check from inside after restricting found the wall not (fully) up.
+    #[error("self-check after restricting: {0}; refusing to run the agent")]
+    SelfCheck(String),
     /// execve failed.
     #[error("executing {}: {source}", path.display())]
     Exec {
@@ -100,7 +107,9 @@ impl Error {
             | Error::Caps(_)
             | Error::NoNewPrivs(_)
             | Error::Threads(..)
-            | Error::Wall(_) => exit::WALL,
+            | Error::Wall(_)
+            | Error::Seccomp(_)
+            | Error::SelfCheck(_) => exit::WALL,
             Error::Exec { source, .. } if source.kind() == io::ErrorKind::NotFound => {
                 exit::NOT_FOUND
             }

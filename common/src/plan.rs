@@ -6,9 +6,10 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use crate::agent::{self, FileId, Found};
-use crate::config::Config;
+use crate::config::{Config, HomeMode};
 use crate::launch::Exec;
 use crate::policy::{self, Inputs, Policy};
+use crate::profile;
 use crate::worktree;
 use crate::Error;
 
@@ -79,13 +80,33 @@ pub fn build_policy(
     let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
     let wt = worktree::discover(cwd, override_dir)?;
     let home = var(vars, "HOME").map(Path::new);
+    if let (HomeMode::Strict, Some(home)) = (config.home, home) {
+        ensure_state_dirs(agent, home)?;
+    }
     Ok(policy::build(Inputs {
         agent,
         worktree: wt,
         home,
         real_agent: real,
         config,
+        is_root: nix::unistd::geteuid().is_root(),
     })?)
+}
+
+/// Creates the agent's state directories under strict home, before the wall makes `$HOME`
+/// read-only (the agent could not create them itself afterwards).
+fn ensure_state_dirs(agent: &str, home: &Path) -> Result<(), Error> {
+    for dir in profile::state_dirs(agent) {
+        let path = home.join(dir);
+        std::fs::create_dir_all(&path).map_err(|source| {
+            Error::Policy(policy::PolicyError::Required {
+                path,
+                reason: format!("{agent}'s state directory under strict home"),
+                source,
+            })
+        })?;
+    }
+    Ok(())
 }
 
 /// Prepares the exec of `program` with `argv` and the filtered environment.
@@ -95,6 +116,11 @@ pub fn prepare(
     argv: &[OsString],
     vars: &Vars,
 ) -> Result<Exec, Error> {
-    let env = policy.env.filter(vars.iter().cloned());
+    let mut env = policy.env.filter(vars.iter().cloned());
+    for (k, v) in &policy.env_defaults {
+        if !env.iter().any(|(name, _)| name == k) {
+            env.push((k.clone(), v.clone()));
+        }
+    }
     Exec::new(program, argv, &env)
 }

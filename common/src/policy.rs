@@ -5,17 +5,22 @@
 //! existed when it was built; no rule is redundant (a path already covered by an ancestor
 //! with at least the same access is dropped); everything not covered is denied.
 
+use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
-use crate::worktree::{is_system_directory, Worktree};
+use crate::profile;
+use crate::worktree::{is_system_directory, GitLayout, Worktree};
 
 /// What a rule grants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Access {
+    /// List the directory's entries, nothing else: the parent of a denied path (Landlock
+    /// has no deny rule, so its other entries are granted one by one instead).
+    ListOnly,
     /// Read files, list directories, execute.
     ReadOnly,
     /// Everything Landlock handles on files and directories, including REFER (git renames
@@ -35,6 +40,7 @@ impl Access {
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Access::ListOnly => "list-only",
             Access::ReadOnly => "read-only",
             Access::ReadWrite => "read-write",
             Access::Device => "read-write+ioctl",
@@ -89,6 +95,14 @@ pub struct Policy {
     pub min_abi: u32,
     /// The environment allowlist.
     pub env: EnvPolicy,
+    /// Variables the launch sets when the user has not (strict home's state directories).
+    pub env_defaults: Vec<(OsString, OsString)>,
+    /// TCP port rules.
+    pub network: Network,
+    /// Paths carved out of the grants (`deny`, and the built-in ones for root).
+    pub denied: Vec<PathBuf>,
+    /// What this policy leaves open that the user should know (for `policy` and `doctor`).
+    pub notes: Vec<String>,
 }
 
 /// Everything the policy is built from.
@@ -104,6 +118,8 @@ pub struct Inputs<'a> {
     pub real_agent: Option<&'a Path>,
     /// The validated configuration.
     pub config: &'a Config,
+    /// Whether the agent runs as root (root's own secrets in /etc are then denied).
+    pub is_root: bool,
 }
 
 /// Read-only roots that must exist on any system landwall supports.
@@ -117,6 +133,23 @@ const OPTIONAL_READ_ONLY: &[&str] = &[
 /// (`/etc/resolv.conf` → `/run/systemd/resolve/…`). Only one level: a deep walk of `/usr`
 /// would cost milliseconds on every launch for links that all stay inside `/usr`.
 const LINK_SCAN: &[&str] = &["/etc", "/opt"];
+/// Devices every agent needs, read-write without ioctls.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+/// Terminals: read-write with ioctls (window size, raw mode, job control).
+const TERMINALS: &[&str] = &["/dev/tty", "/dev/ptmx", "/dev/pts"];
+/// Denied to root by default: files that only root can read and that no agent needs.
+pub const ROOT_DENY: &[&str] = &[
+    "/etc/shadow*",
+    "/etc/gshadow*",
+    "/etc/sudoers*",
+    "/etc/ssh/ssh_host_*_key",
+];
 
 struct Builder {
     rules: Vec<Rule>,
@@ -216,18 +249,54 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
         home,
         real_agent,
         config,
+        is_root,
     } = inputs;
     let agent_config = config.agent(agent);
     let mut b = Builder { rules: Vec::new() };
+    let mut notes = Vec::new();
 
     // Writable: the worktree and the git dirs it commits into.
     b.add(&worktree.root, Access::ReadWrite, "worktree")?;
-    for dir in worktree.external_git_dirs() {
-        b.add(dir, Access::ReadWrite, "git dir of the linked worktree")?;
+    match &worktree.git {
+        GitLayout::Linked {
+            git_dir,
+            common_dir: Some(common),
+        } => {
+            // Only what the worktree's own commits, branches, stashes, rebases and fetches
+            // write; the repository's config, hooks/ and info/ stay read-only so that no
+            // hook or core.fsmonitor planted here runs later outside the wall.
+            b.add(git_dir, Access::ReadWrite, "the linked worktree's own git dir")?;
+            b.add(common, Access::ReadOnly, "the repository's git dir (config, hooks: read-only)")?;
+            for sub in ["objects", "refs", "logs"] {
+                b.add_if_present(&common.join(sub), Access::ReadWrite, "git objects, refs and logs the worktree commits into");
+            }
+        }
+        GitLayout::Linked { git_dir, common_dir: None } => {
+            b.add(git_dir, Access::ReadWrite, "the submodule's git dir")?;
+        }
+        GitLayout::Main { .. } => notes.push(
+            "main worktree: its .git/config and .git/hooks lie inside the writable worktree, so an agent can plant a hook that later runs outside the wall; run agents in a linked worktree (`git worktree add`) to keep them read-only".to_string(),
+        ),
+        GitLayout::None => {}
     }
     if let Some(home) = home {
-        b.add(home, Access::ReadWrite, "$HOME")?;
-        if let Some(rule) = b.rules.last() {
+        match config.home {
+            HomeMode::Writable => {
+                b.add(home, Access::ReadWrite, "$HOME")?;
+                notes.push("$HOME is writable (the seeds' default): an agent can plant code in shell rc files, ~/.ssh, ~/.gitconfig or landwall's user config that runs in your next, unwalled shell; set home = \"strict\" to close this".to_string());
+            }
+            HomeMode::Strict => {
+                b.add(home, Access::ReadOnly, "$HOME (strict: read-only)")?;
+                for dir in profile::state_dirs(agent) {
+                    b.add_if_present(
+                        &home.join(dir),
+                        Access::ReadWrite,
+                        &format!("{agent}'s own state under strict home"),
+                    );
+                }
+            }
+        }
+        if let Some(rule) = b.rules.iter().find(|r| r.reason.starts_with("$HOME")) {
             if is_system_directory(&rule.path) {
                 return Err(PolicyError::SystemHome {
                     path: rule.path.clone(),
@@ -236,7 +305,24 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
         }
     }
     b.add(Path::new("/tmp"), Access::ReadWrite, "temporary files")?;
-    b.add(Path::new("/dev"), Access::Device, "devices and terminals")?;
+
+    // /dev: list it, use the harmless devices and terminals; never disks, /dev/kmsg or
+    // /dev/mem, which root could otherwise open (dropped capabilities do not stop that).
+    b.add(Path::new("/dev"), Access::ListOnly, "devices (listing)")?;
+    for dev in DEVICES {
+        b.add(Path::new(dev), Access::ReadWrite, "device")?;
+    }
+    for tty in TERMINALS {
+        b.add_if_present(Path::new(tty), Access::Device, "terminal (with ioctls)");
+    }
+    b.add_if_present(
+        Path::new("/dev/shm"),
+        Access::ReadWrite,
+        "POSIX shared memory",
+    );
+    for dev in &config.devices {
+        b.add(dev, Access::Device, "`devices` in the configuration")?;
+    }
     for p in &config.writable {
         b.add(p, Access::ReadWrite, "`writable` in the configuration")?;
     }
@@ -274,15 +360,131 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
         b.follow_links(Path::new(dir));
     }
 
+    // Carve the denied paths out of whatever grants them.
+    let mut patterns: Vec<DenyPattern> = Vec::new();
+    if is_root {
+        patterns.extend(ROOT_DENY.iter().filter_map(|p| DenyPattern::parse(p).ok()));
+    }
+    patterns.extend(config.deny.iter().cloned());
+    let denied = denied_paths(&patterns);
+    let rules = carve(b.dedup(), &denied);
+
     let mut env_allow = config.env_allow.clone();
     env_allow.extend(agent_config.env_allow.iter().cloned());
+    let env_defaults = match (config.home, home) {
+        (HomeMode::Strict, Some(home)) => profile::strict_env(agent)
+            .iter()
+            .map(|(k, rel)| (OsString::from(k), home.join(rel).into_os_string()))
+            .collect(),
+        _ => Vec::new(),
+    };
     Ok(Policy {
         agent: agent.to_string(),
         worktree,
-        rules: b.dedup(),
+        rules,
         min_abi: config.min_abi,
         env: EnvPolicy::for_agent(agent, &env_allow),
+        env_defaults,
+        network: config.network.clone(),
+        denied,
+        notes,
     })
+}
+
+/// The existing paths the deny patterns match, with their real paths.
+fn denied_paths(patterns: &[DenyPattern]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for pattern in patterns {
+        let Ok(dir) = std::fs::canonicalize(&pattern.dir) else {
+            continue;
+        };
+        let names: Vec<OsString> = if pattern.name.contains('*') {
+            match std::fs::read_dir(&dir) {
+                Ok(entries) => entries
+                    .flatten()
+                    .map(|e| e.file_name())
+                    .filter(|n| n.to_str().is_some_and(|n| pattern.matches(n)))
+                    .collect(),
+                Err(_) => continue,
+            }
+        } else {
+            vec![OsString::from(&pattern.name)]
+        };
+        for name in names {
+            let path = dir.join(name);
+            if path.symlink_metadata().is_err() {
+                continue;
+            }
+            if let Ok(real) = std::fs::canonicalize(&path) {
+                if real != path {
+                    out.push(real);
+                }
+            }
+            out.push(path);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Rewrites the rules so that no rule covers a denied path: a rule on an ancestor of one is
+/// replaced by list-only access on each directory down to it and the original access on
+/// every other entry, one by one. Entries created later at those levels are not covered:
+/// that is the price of a deny inside an allowed directory.
+fn carve(rules: Vec<Rule>, denied: &[PathBuf]) -> Vec<Rule> {
+    if denied.is_empty() {
+        return rules;
+    }
+    let mut out = Vec::with_capacity(rules.len());
+    for rule in rules {
+        if denied.iter().any(|d| rule.path.starts_with(d)) {
+            continue;
+        }
+        if rule.is_dir && denied.iter().any(|d| d.starts_with(&rule.path)) {
+            expand(rule, denied, &mut out);
+        } else {
+            out.push(rule);
+        }
+    }
+    out
+}
+
+fn expand(rule: Rule, denied: &[PathBuf], out: &mut Vec<Rule>) {
+    let entries = std::fs::read_dir(&rule.path);
+    out.push(Rule {
+        path: rule.path.clone(),
+        access: Access::ListOnly,
+        is_dir: true,
+        reason: format!("{} (list-only: holds a denied path)", rule.reason),
+    });
+    // An unreadable directory grants nothing more: fail closed.
+    let Ok(entries) = entries else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        // Links are not granted themselves: what they point to is governed by its own rules.
+        if denied.contains(&path) || kind.is_symlink() {
+            continue;
+        }
+        let child = Rule {
+            path,
+            access: rule.access,
+            is_dir: kind.is_dir(),
+            reason: rule.reason.clone(),
+        };
+        if child.is_dir && denied.iter().any(|d| d.starts_with(&child.path)) {
+            expand(child, denied, out);
+        } else {
+            out.push(child);
+        }
+    }
 }
 
 /// What the policy grants on one path, and which rule grants it.
@@ -366,6 +568,7 @@ mod tests {
             home,
             real_agent: None,
             config,
+            is_root: false,
         }
     }
 
@@ -383,7 +586,9 @@ mod tests {
             Some(Access::ReadWrite)
         );
         assert_eq!(access_of(&policy, "/tmp/x"), Some(Access::ReadWrite));
-        assert_eq!(access_of(&policy, "/dev/null"), Some(Access::Device));
+        assert_eq!(access_of(&policy, "/dev/null"), Some(Access::ReadWrite));
+        assert_eq!(access_of(&policy, "/dev/tty"), Some(Access::Device));
+        assert_eq!(access_of(&policy, "/dev/kmsg"), Some(Access::ListOnly));
         assert_eq!(access_of(&policy, "/usr/bin/env"), Some(Access::ReadOnly));
         assert_eq!(access_of(&policy, "/etc/passwd"), Some(Access::ReadOnly));
         assert_eq!(

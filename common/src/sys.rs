@@ -106,3 +106,34 @@ pub fn capbset_read(cap: u32) -> io::Result<bool> {
         _ => Err(io::Error::last_os_error()),
     }
 }
+
+/// The process's seccomp mode (`PR_GET_SECCOMP`): 0 none, 2 filter.
+pub fn seccomp_mode() -> io::Result<i32> {
+    // SAFETY: PR_GET_SECCOMP takes no pointer and only returns the mode.
+    let rc = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0 as libc::c_ulong) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// The errno of `ioctl(-1, request, NULL)`: a probe with no effect (the descriptor is
+/// invalid), used to check that the seccomp filter answers before the kernel would.
+pub fn ioctl_probe_errno(request: u64) -> Option<i32> {
+    // SAFETY: descriptor -1 is never valid, so the kernel (or the filter) fails the call
+    // before reading the NULL argument; no memory of ours is touched.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_ioctl,
+            -1 as libc::c_long,
+            request,
+            0 as libc::c_long,
+        )
+    };
+    if rc < 0 {
+        io::Error::last_os_error().raw_os_error()
+    } else {
+        None
+    }
+}

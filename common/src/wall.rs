@@ -10,8 +10,8 @@ use std::io;
 use std::path::PathBuf;
 
 use landlock::{
-    Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, ABI,
+    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
+    PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 use crate::policy::{Access, Policy};
@@ -62,6 +62,12 @@ pub enum WallError {
         /// What the crate reported.
         status: String,
     },
+    /// TCP port rules are configured but the kernel cannot enforce them.
+    #[error("the configuration sets TCP port rules ([network]) but this kernel offers Landlock ABI {have}; TCP rules need ABI 4 (Linux 6.7): upgrade the kernel or remove [network]")]
+    NetworkUnsupported {
+        /// The kernel's ABI.
+        have: u32,
+    },
     /// no_new_privs is not set after restricting.
     #[error("no_new_privs is not set after restricting; refusing to run")]
     NoNewPrivs,
@@ -74,6 +80,8 @@ pub struct Enforced {
     pub abi: u32,
     /// Whether denials after exec are audited (ABI 7).
     pub audit_new_exec: bool,
+    /// Whether signals and abstract unix sockets are scoped to the wall (ABI 6).
+    pub scoped: bool,
 }
 
 /// The running kernel's Landlock ABI.
@@ -85,6 +93,7 @@ pub fn kernel_abi() -> Result<u32, WallError> {
 pub fn rights(access: Access, is_dir: bool, abi: ABI) -> BitFlags<AccessFs> {
     let all = AccessFs::from_all(abi);
     let rights = match access {
+        Access::ListOnly => BitFlags::from(AccessFs::ReadDir),
         Access::ReadOnly => AccessFs::from_read(abi),
         Access::ReadWrite => all & !BitFlags::from(AccessFs::IoctlDev),
         Access::Device => all,
@@ -111,20 +120,56 @@ pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
             need: policy.min_abi,
         });
     }
+    let net = &policy.network;
+    if net.is_restricted() && have < 4 {
+        return Err(WallError::NetworkUnsupported { have });
+    }
     let abi = ABI::from(i32::try_from(have).unwrap_or(i32::MAX));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(WallError::Ruleset)?
-        .create()
         .map_err(WallError::Ruleset)?;
+    if net.connect_tcp.is_some() {
+        ruleset = ruleset
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(WallError::Ruleset)?;
+    }
+    if net.bind_tcp.is_some() {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp)
+            .map_err(WallError::Ruleset)?;
+    }
+    // ABI 6: no signals to, and no abstract unix sockets of, processes outside the wall.
+    let scoped = have >= 6;
+    if scoped {
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(WallError::Ruleset)?;
+    }
+    let mut ruleset = ruleset.create().map_err(WallError::Ruleset)?;
+    let ports = |list: &Option<Vec<u16>>, access: AccessNet| -> Vec<NetPort> {
+        list.iter()
+            .flatten()
+            .map(|&p| NetPort::new(p, access))
+            .collect()
+    };
+    for rule in ports(&net.connect_tcp, AccessNet::ConnectTcp)
+        .into_iter()
+        .chain(ports(&net.bind_tcp, AccessNet::BindTcp))
+    {
+        ruleset = ruleset.add_rule(rule).map_err(WallError::Ruleset)?;
+    }
     for rule in &policy.rules {
+        let rights = rights(rule.access, rule.is_dir, abi);
+        if rights.is_empty() {
+            continue;
+        }
         let fd = PathFd::new(&rule.path).map_err(|source| WallError::Open {
             path: rule.path.clone(),
             source,
         })?;
         ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, rights(rule.access, rule.is_dir, abi)))
+            .add_rule(PathBeneath::new(fd, rights))
             .map_err(|source| WallError::Rule {
                 path: rule.path.clone(),
                 source,
@@ -146,6 +191,7 @@ pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
     Ok(Enforced {
         abi: have,
         audit_new_exec,
+        scoped,
     })
 }
 

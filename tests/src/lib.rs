@@ -76,7 +76,7 @@ impl Sandbox {
         std::fs::write(sb.outside().join("secret"), "outside secret\n").expect("write secret");
         // A copy of the helper where the stand-in agents live (the real agent's directory is
         // granted read-only and executable; target/ is not).
-        std::fs::copy(helper(), sb.probe()).expect("copy lw-helper");
+        install_binary(&helper(), &sb.probe());
         sb
     }
 
@@ -200,6 +200,15 @@ impl Drop for Sandbox {
                 eprintln!("leaving {}: {e}", self.root.display());
             }
         }
+    }
+}
+
+/// Puts a built binary at `dst`: a hard link when the scratch dir shares the target dir's
+/// filesystem, else a copy. A link opens no file for writing, so no other test thread's
+/// fork can hold a write descriptor on it when it is executed (ETXTBSY).
+pub fn install_binary(src: &Path, dst: &Path) {
+    if std::fs::hard_link(src, dst).is_err() {
+        std::fs::copy(src, dst).expect("copy binary");
     }
 }
 

@@ -94,7 +94,7 @@ fn exit_status_and_fatal_signal_pass_through() {
 #[test]
 fn argv_arrives_byte_identical() {
     let sb = Sandbox::new("argv");
-    std::fs::copy(sb.probe(), sb.agents().join("claude-real")).expect("copy helper");
+    landwall_e2e::install_binary(&helper(), &sb.agents().join("claude-real"));
     let args = [
         os(b"a b"),
         os(b""),
@@ -517,7 +517,7 @@ fn refused_when_the_shim_finds_only_itself() {
     std::fs::create_dir_all(&hard).expect("mkdir");
     std::fs::create_dir_all(&soft).expect("mkdir");
     let copy_target = sb.root.join("landwall-copy");
-    std::fs::copy(landwall_e2e::landwall(), &copy_target).expect("copy binary");
+    landwall_e2e::install_binary(&landwall_e2e::landwall(), &copy_target);
     std::fs::set_permissions(&copy_target, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     std::fs::hard_link(&copy_target, hard.join("claude")).expect("hardlink");
     std::os::unix::fs::symlink(&copy_target, soft.join("claude")).expect("symlink");
