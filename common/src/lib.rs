@@ -18,6 +18,7 @@ pub mod plan;
 pub mod policy;
 pub mod profile;
 pub mod seccomp;
+pub mod spool;
 pub mod sys;
 pub mod wall;
 pub mod worktree;
