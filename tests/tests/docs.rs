@@ -1,0 +1,71 @@
+//! The documentation's example configuration is a working configuration.
+
+use std::path::PathBuf;
+
+use landwall_e2e::{run, stderr, stdout, Sandbox};
+
+fn example() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/landwall.toml.example");
+    assert!(p.is_file(), "{} is missing", p.display());
+    p
+}
+
+fn allowed(policy: &serde_json::Value) -> Vec<String> {
+    policy["env"]["allow"]
+        .as_array()
+        .expect("env.allow")
+        .iter()
+        .map(|v| v.as_str().expect("string").to_string())
+        .collect()
+}
+
+/// The example, as shipped, gives a policy for each agent it configures; its additions show,
+/// so it was really read (a missing file would silently mean the default policy).
+#[test]
+fn example_config_builds_a_policy() {
+    let sb = Sandbox::new("docs-example");
+    for (agent, own) in [("claude", "AWS_REGION"), ("codex", "AZURE_OPENAI_*")] {
+        let out = run(sb
+            .landwall()
+            .args(["policy", "--json", "--agent", agent])
+            .env("LANDWALL_CONFIG", example()));
+        assert!(out.status.success(), "{agent}: {}", stderr(&out));
+        let policy: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(policy["min_abi"], 3);
+        let allow = allowed(&policy);
+        for name in ["CARGO_HOME", "npm_config_*", own] {
+            assert!(
+                allow.iter().any(|a| a == name),
+                "{agent}: no {name} in {allow:?}"
+            );
+        }
+    }
+}
+
+/// The commented-out lines are valid too once uncommented (their paths need not exist for
+/// the configuration to parse; `landwall doctor` validates it without building a policy).
+#[test]
+fn example_config_commented_lines_are_valid() {
+    let sb = Sandbox::new("docs-example-full");
+    let text = std::fs::read_to_string(example()).expect("read example");
+    let uncommented: String = text
+        .lines()
+        .map(|l| {
+            let t = l.trim_start();
+            if t.starts_with("# \"") || t.starts_with("# real = ") {
+                t.replacen("# ", "", 1)
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(uncommented.contains("real = "), "nothing was uncommented");
+    let cfg = sb.config(&uncommented);
+    let out = run(sb.landwall().arg("doctor").env("LANDWALL_CONFIG", &cfg));
+    let report = stdout(&out);
+    assert!(
+        report.contains(&format!("{}: valid", cfg.display())),
+        "uncommented example is not valid:\n{uncommented}\n---\n{report}"
+    );
+}
