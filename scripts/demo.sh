@@ -37,10 +37,12 @@ try() {
 try worktree sh -c 'echo "agent was here" > notes.txt'
 try commit sh -c 'git add notes.txt && git commit -q -m "agent commit"'
 try home sh -c 'echo "# planted by the agent" >> "$HOME/.bashrc"'
+try hook sh -c 'echo "echo planted by the agent" > "$0/project/.git/hooks/post-checkout"' "$demo"
 try main cat "$demo/project/README.md"
 try other cat "$demo/other-project/secret.txt"
 try root ls /root
 try etc sh -c 'echo x > /etc/landwall-demo'
+try shadow cat /etc/shadow
 if [ -n "${AWS_SECRET_ACCESS_KEY:-}" ]; then echo "secret|present"; else echo "secret|absent"; fi
 echo "pid|$$"
 grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/$$/status | tr -d ' \t' | sed 's/:/|/'
@@ -62,10 +64,12 @@ declare -A unix=(
     [worktree]=$(perm -w "$wt")
     [commit]=$(perm -w "$demo/project/.git")
     [home]=$(perm -w "$demo/home")
+    [hook]=$(perm -w "$demo/project/.git/hooks")
     [main]=$(perm -r "$demo/project/README.md")
     [other]=$(perm -r "$demo/other-project/secret.txt")
     [root]=$(perm -r /root -a -x /root)
     [etc]=$(perm -w /etc)
+    [shadow]=$(perm -r /etc/shadow)
 )
 
 set +e
@@ -83,6 +87,12 @@ while IFS='|' read -r key value detail; do
 done <<<"$report"
 
 short() { sed "s|$demo|\$D|g; s/^/  /"; }
+# As root, /etc is granted entry by entry around root's secrets: fold those lines into one.
+fold_etc() {
+    awk '/^  [a-z+-]+ +\/etc\/[^ ]+  \(system\)$/ { n++; next }
+         n { printf "  %-17s /etc/*  (%d entries granted one by one, leaving out root'"'"'s secrets: shadow, gshadow, sudoers, SSH host keys)\n", "read-only", n; n = 0 }
+         { print }'
+}
 echo "landwall demo: a stand-in agent behind $landwall"
 echo "  D           $demo (scratch, removed at the end)"
 echo "  repository  \$D/project (main checkout)"
@@ -108,10 +118,12 @@ printf '  %-54s %-12s %s\n' "what the agent tried" "Unix perms" "inside the wall
 row worktree "write notes.txt in its worktree" allowed
 row commit "git commit in the linked worktree" allowed
 row home "append to ~/.bashrc (\$HOME writable: seeds' default)" allowed
+row hook "plant a hook in the repository's .git/hooks" denied
 row main "read the main checkout's README.md" denied
 row other "read another project's secret.txt" denied
 row root "list /root" denied
 row etc "write /etc/landwall-demo" denied
+row shadow "read /etc/shadow" denied
 printf '  %-54s %-12s %s\n' "read \$AWS_SECRET_ACCESS_KEY (set by the caller)" "-" \
     "${got[secret]} (the environment is rebuilt from an allowlist)"
 [ "${got[secret]}" = absent ] || unexpected=1
@@ -138,11 +150,11 @@ done
 
 echo
 echo "\$ landwall policy        (in the linked worktree)"
-(cd "$wt" && "${run_env[@]}" "$landwall" policy | short)
+(cd "$wt" && "${run_env[@]}" "$landwall" policy | fold_etc | short)
 echo
 echo "\$ landwall check ...     (in the linked worktree)"
 (cd "$wt" && "${run_env[@]}" "$landwall" check notes.txt "$demo/home/.bashrc" \
-    "$demo/project/.git/worktrees" "$demo/project/README.md" "$demo/other-project" \
+    "$demo/project/.git/hooks" "$demo/project/README.md" "$demo/other-project" \
     /etc/passwd /root | short)
 
 if [ $unexpected -ne 0 ]; then

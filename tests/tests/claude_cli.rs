@@ -171,3 +171,29 @@ fn the_real_cli_runs_inside_the_wall() {
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
     assert_eq!(stdout(&out).trim(), format!("{pinned} (Claude Code)"));
 }
+
+/// Under `home = "strict"` ($HOME read-only but the agent's own state directories) the real
+/// CLI still answers, and the shim points it at its state directory.
+#[test]
+fn version_and_help_work_under_strict_home() {
+    let cli_bin = cli_bin_dir();
+    let pinned = pinned_version();
+    let sb = Sandbox::new("claude-cli-strict");
+    let config = sb.config("home = \"strict\"\n");
+
+    let out = run(claude(&sb, &cli_bin)
+        .arg("--version")
+        .env("LANDWALL_CONFIG", &config));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("{pinned} (Claude Code)"));
+
+    let out = run(claude(&sb, &cli_bin)
+        .arg("--help")
+        .env("LANDWALL_CONFIG", &config));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert!(stdout(&out).contains("Usage: claude"), "{}", stdout(&out));
+    assert!(
+        sb.home().join(".claude").is_dir(),
+        "the shim did not create ~/.claude for strict home"
+    );
+}

@@ -32,6 +32,17 @@ fn example_config_builds_a_policy() {
         assert!(out.status.success(), "{agent}: {}", stderr(&out));
         let policy: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         assert_eq!(policy["min_abi"], 3);
+        // home = "strict": $HOME read-only.
+        let home = sb.home().display().to_string();
+        assert!(
+            policy["rules"]
+                .as_array()
+                .expect("rules")
+                .iter()
+                .any(|r| r["path"] == home.as_str() && r["access"] == "read-only"),
+            "{agent}: $HOME is not read-only: {}",
+            stdout(&out)
+        );
         let allow = allowed(&policy);
         for name in ["CARGO_HOME", "npm_config_*", own] {
             assert!(
@@ -40,6 +51,18 @@ fn example_config_builds_a_policy() {
             );
         }
     }
+}
+
+/// Whether a commented-out line is TOML rather than prose: a quoted array item, a table
+/// header, or `key = value`.
+fn is_toml(line: &str) -> bool {
+    let key_len = line
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    line.starts_with('"')
+        || line.starts_with('[')
+        || (key_len > 0 && line[key_len..].starts_with(" = "))
 }
 
 /// The commented-out lines are valid too once uncommented (their paths need not exist for
@@ -52,15 +75,20 @@ fn example_config_commented_lines_are_valid() {
         .lines()
         .map(|l| {
             let t = l.trim_start();
-            if t.starts_with("# \"") || t.starts_with("# real = ") {
-                t.replacen("# ", "", 1)
-            } else {
-                l.to_string()
+            match t.strip_prefix("# ") {
+                Some(rest) if is_toml(rest) => rest.to_string(),
+                _ => l.to_string(),
             }
         })
         .collect::<Vec<_>>()
         .join("\n");
-    assert!(uncommented.contains("real = "), "nothing was uncommented");
+    for key in ["\nreal = ", "\n[network]", "\nconnect_tcp = "] {
+        assert!(
+            uncommented.contains(key),
+            "`{}` was not uncommented",
+            key.trim()
+        );
+    }
     let cfg = sb.config(&uncommented);
     let out = run(sb.landwall().arg("doctor").env("LANDWALL_CONFIG", &cfg));
     let report = stdout(&out);
