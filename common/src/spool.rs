@@ -433,7 +433,13 @@ pub fn check_worktree(worktree: &Path, roots: &[PathBuf]) -> Result<PathBuf, Rej
             worktree.display()
         ));
     }
-    if !roots.iter().any(|r| real.starts_with(r) && real != *r) {
+    if roots.contains(&real) {
+        return reject(format!(
+            "worktree {} is a worktree root itself: give a directory below it (a root holds other jobs' worktrees)",
+            real.display()
+        ));
+    }
+    if !roots.iter().any(|r| real.starts_with(r)) {
         let list: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
         return reject(format!(
             "worktree {} is outside the configured worktree roots ({})",
@@ -1133,7 +1139,7 @@ mod tests {
         let roots = [root.clone()];
         assert_eq!(check_worktree(&root.join("a"), &roots), Ok(root.join("a")));
         for (wt, needle) in [
-            (root.clone(), "outside"),
+            (root.clone(), "root itself"),
             (root.join("escape"), "outside"),
             (s.0.join("other"), "outside"),
             (root.join("missing"), "does not exist"),

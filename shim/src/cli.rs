@@ -74,6 +74,12 @@ enum Command {
         )]
         command: Vec<OsString>,
     },
+    /// Queue a job for landwall-drain: the command runs later, walled into the worktree.
+    /// Prints the job ID.
+    Submit(crate::jobs::SubmitArgs),
+    /// List the drain spool's jobs: ID, state (queued, running, done, failed), exit status,
+    /// times.
+    Jobs(crate::jobs::JobsArgs),
 }
 
 /// Starts `env_logger` only when `LANDWALL_LOG` is set: on the launch path a logger that
@@ -124,6 +130,8 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             Ok(never) => match never {},
             Err(e) => Err(e),
         },
+        Command::Submit(args) => return crate::jobs::submit(&vars, args),
+        Command::Jobs(args) => return crate::jobs::jobs(&vars, args),
     };
     match result {
         Ok(()) => 0,

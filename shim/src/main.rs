@@ -5,6 +5,7 @@
 
 mod cli;
 mod doctor;
+mod jobs;
 mod shim;
 
 use std::ffi::OsString;

@@ -1,0 +1,944 @@
+//! The daemon: start-up in a fixed order, then one event loop.
+//!
+//! Start-up, in order: mark inherited descriptors close-on-exec; read
+//! `LANDWALL_DRAIN_SANDBOX` and the configuration; with the flag, wall the daemon in (before
+//! anything in the spool is touched, not even the lock file); create the spool layout; take
+//! the lock; put back (or complete) jobs a dead daemon left in running/, after killing what
+//! is left of their process groups; watch queue/ and the signals; tell systemd READY=1.
+//!
+//! The loop wakes only on an event (a signal, an inotify event on queue/, a job's exit) or
+//! a deadline (a job's timeout, the end of the grace period, SIGKILL after SIGTERM); an
+//! idle daemon sleeps in `poll(2)` with no timeout.
+
+use std::collections::{HashSet, VecDeque};
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use landwall::config::{self, Config, ConfigError, ConfigPaths};
+use landwall::launch::{self, LiveKernel};
+use landwall::spool::{self, JobResult, JobSpec, LockError, Rejected, Spool, SpoolError, State};
+
+use crate::args::DaemonArgs;
+use crate::exit;
+use crate::notify::Notifier;
+use crate::procs::{self, signal_group};
+use crate::selfwall::{self, FLAG};
+
+/// How long after SIGTERM a job's process group gets SIGKILL.
+const KILL_AFTER: Duration = Duration::from_secs(5);
+/// Files in tmp/ older than this at start are leftovers of a crash.
+const TMP_AGE: Duration = Duration::from_secs(3600);
+/// How long start-up waits for a dead daemon's leftover processes to die after SIGKILL.
+const LEFTOVER_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Why the daemon stopped serving (or never started).
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// `LANDWALL_DRAIN_SANDBOX` has a value other than `1` or `0`.
+    #[error("{0}")]
+    Flag(String),
+    /// The configuration file.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A worktree root that does not resolve.
+    #[error("worktree root {}: {source}; create it or remove it from `worktree_roots` in [drain]", path.display())]
+    Root {
+        /// The root as configured.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Marking descriptors, finding the executable.
+    #[error("{0}")]
+    Setup(landwall::Error),
+    /// The daemon's own wall (`LANDWALL_DRAIN_SANDBOX=1`).
+    #[error("{FLAG}=1 but the daemon's wall cannot go up, so it does not serve: {0}")]
+    Wall(landwall::Error),
+    /// The spool's lock.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The spool.
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
+    /// Signals, inotify, poll, waiting for children.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        source: io::Error,
+    },
+}
+
+impl DrainError {
+    /// The documented exit status.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            DrainError::Flag(_) | DrainError::Config(_) | DrainError::Root { .. } => exit::CONFIG,
+            DrainError::Setup(e) | DrainError::Wall(e) => e.exit_code(),
+            DrainError::Lock(LockError::Held { .. }) => exit::LOCKED,
+            DrainError::Lock(LockError::Io(_)) | DrainError::Spool(_) | DrainError::Io { .. } => {
+                exit::SPOOL
+            }
+        }
+    }
+}
+
+fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> DrainError {
+    move |source| DrainError::Io { what, source }
+}
+
+/// Runs the daemon; returns its exit status.
+pub fn main(args: DaemonArgs) -> i32 {
+    init_logging();
+    match run(args) {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            log::error!("{e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = std::env::var("LANDWALL_LOG")
+        .ok()
+        .filter(|f| !f.is_empty())
+        .unwrap_or_else(|| "info".into());
+    let mut b = env_logger::Builder::new();
+    b.parse_filters(&filter)
+        .target(env_logger::Target::Stderr)
+        .format_timestamp_millis();
+    if b.try_init().is_err() {
+        eprintln!("landwall-drain: logging was already initialised");
+    }
+}
+
+/// The settings a SIGHUP can change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Live {
+    /// Worktree roots, real paths.
+    roots: Vec<PathBuf>,
+    /// Owners whose job files are accepted.
+    allow_uids: Vec<u32>,
+    /// Grace period after SIGTERM.
+    grace: Duration,
+    /// Jobs at once.
+    jobs: usize,
+}
+
+impl Live {
+    fn new(config: &Config, jobs_cli: Option<u32>, uid: u32) -> Result<Live, DrainError> {
+        let roots = config
+            .drain
+            .worktree_roots
+            .iter()
+            .map(|r| {
+                std::fs::canonicalize(r).map_err(|source| DrainError::Root {
+                    path: r.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let allow_uids = config.drain.allow_uids.clone().unwrap_or_else(|| {
+            let mut v = vec![0, uid];
+            v.dedup();
+            v
+        });
+        let jobs = jobs_cli.or(config.drain.jobs).unwrap_or(1);
+        Ok(Live {
+            roots,
+            allow_uids,
+            grace: config.drain.grace,
+            jobs: usize::try_from(jobs).unwrap_or(1),
+        })
+    }
+}
+
+fn load_config(path: &Path) -> Result<Config, ConfigError> {
+    // The per-user file is not read: agents can write it, and the daemon's roots, owners
+    // and wall must not come from an agent.
+    config::load(&ConfigPaths {
+        system: path.to_path_buf(),
+        user: None,
+    })
+}
+
+fn run(args: DaemonArgs) -> Result<(), DrainError> {
+    launch::sanitize_fds().map_err(|e| DrainError::Setup(landwall::Error::Fds(e)))?;
+    let walled = selfwall::flag(std::env::var_os(FLAG).as_deref()).map_err(DrainError::Flag)?;
+    let config_path = args
+        .config
+        .clone()
+        .or_else(|| {
+            std::env::var_os("LANDWALL_CONFIG")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(|| PathBuf::from(config::SYSTEM_CONFIG));
+    let config_path =
+        std::path::absolute(&config_path).map_err(io_err("resolving the configuration path"))?;
+    let config = load_config(&config_path)?;
+    let spool_root = args
+        .spool
+        .clone()
+        .or_else(|| config.drain.spool.clone())
+        .unwrap_or_else(|| PathBuf::from(config::DEFAULT_SPOOL));
+    let spool_root =
+        std::path::absolute(&spool_root).map_err(io_err("resolving the spool path"))?;
+    let uid = nix::unistd::getuid().as_raw();
+    let live = Live::new(&config, args.jobs, uid)?;
+    let exe = std::env::current_exe().map_err(|source| {
+        DrainError::Setup(landwall::Error::Exec {
+            path: PathBuf::from("/proc/self/exe"),
+            source,
+        })
+    })?;
+    let notifier = match Notifier::connect(std::env::var_os("NOTIFY_SOCKET").as_deref()) {
+        Ok(n) => n,
+        Err(e) => {
+            log::warn!("NOTIFY_SOCKET is set but cannot be reached ({e}); not telling systemd");
+            Notifier::default()
+        }
+    };
+
+    if walled {
+        let config_file = config_path.exists().then_some(config_path.as_path());
+        let policy = selfwall::policy(selfwall::Inputs2 {
+            config: &config,
+            spool: &spool_root,
+            roots: &live.roots,
+            exe: &exe,
+            config_file,
+            is_root: nix::unistd::geteuid().is_root(),
+        })
+        .map_err(DrainError::Wall)?;
+        let enforced = selfwall::wall_self(&mut LiveKernel, &policy).map_err(DrainError::Wall)?;
+        log::info!(
+            "walled in ({FLAG}=1): Landlock ABI {}, {} rules; writable: the spool, the worktree roots, /tmp, /dev and configured paths",
+            enforced.abi,
+            policy.rules.len()
+        );
+        for rule in &policy.rules {
+            log::debug!(
+                "wall: {} {} ({})",
+                rule.access,
+                rule.path.display(),
+                rule.reason
+            );
+        }
+    } else {
+        log::warn!(
+            "running WITHOUT its own wall: set {FLAG}=1 to wall the daemon in (each job is still walled into its worktree)"
+        );
+    }
+
+    let spool = Spool::new(spool_root);
+    spool.create_layout()?;
+    let _lock = spool::lock(&spool)?;
+    let cleaned = spool::clean(&spool, TMP_AGE)?;
+    if cleaned > 0 {
+        log::info!("removed {cleaned} leftover temporary file(s) from the spool");
+    }
+    // Watch before the first scan, so that no job queued from now on is missed.
+    let wake = Wake::new(&spool.queue())?;
+    recover(&spool)?;
+    let mut daemon = Daemon {
+        spool,
+        exe,
+        config_path,
+        jobs_cli: args.jobs,
+        once: args.once,
+        walled,
+        uid,
+        pid: std::process::id(),
+        live,
+        running: Vec::new(),
+        pending: VecDeque::new(),
+        dirty: true,
+        warned: HashSet::new(),
+        stopping: None,
+        wake,
+        notifier,
+    };
+    if let Err(e) = daemon.notifier.send("READY=1") {
+        log::warn!("telling systemd READY=1: {e}");
+    }
+    log::info!(
+        "serving {} with {} job slot(s){}",
+        daemon.spool.root().display(),
+        daemon.live.jobs,
+        if daemon.once {
+            ", until the queue is empty (--once)"
+        } else {
+            ""
+        }
+    );
+    daemon.serve()
+}
+
+/// Puts back the jobs a dead daemon left in running/ (or completes their move to done/ or
+/// failed/ if their result was recorded), after killing what is left of their groups.
+fn recover(spool: &Spool) -> Result<(), DrainError> {
+    for s in spool::stranded(spool)? {
+        if let Some(run) = &s.run {
+            let n = procs::kill_leftovers(run, LEFTOVER_PATIENCE);
+            if n > 0 {
+                log::warn!(
+                    "job {}: killed {n} process(es) the previous daemon left running (process group {})",
+                    s.id,
+                    run.pid
+                );
+            }
+        }
+        match s.finished {
+            Some(state) => {
+                spool::complete_move(spool, &s.id, state)?;
+                log::info!(
+                    "job {}: {} (its result was recorded before the previous daemon stopped)",
+                    s.id,
+                    state.as_str()
+                );
+            }
+            None => {
+                spool::put_back(spool, &s.id)?;
+                log::info!(
+                    "job {}: queued again (it was running when the previous daemon stopped)",
+                    s.id
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The descriptors the loop sleeps on: one self-pipe per kind of signal, and inotify.
+struct Wake {
+    term: UnixStream,
+    hup: UnixStream,
+    chld: UnixStream,
+    inotify: Inotify,
+}
+
+impl Wake {
+    fn new(queue: &Path) -> Result<Wake, DrainError> {
+        let pipe = |sigs: &[i32]| -> io::Result<UnixStream> {
+            let (r, w) = UnixStream::pair()?;
+            r.set_nonblocking(true)?;
+            w.set_nonblocking(true)?;
+            for &sig in sigs {
+                signal_hook::low_level::pipe::register(sig, w.try_clone()?)?;
+            }
+            Ok(r)
+        };
+        let term = pipe(&[libc::SIGTERM, libc::SIGINT]).map_err(io_err("handling SIGTERM"))?;
+        let hup = pipe(&[libc::SIGHUP]).map_err(io_err("handling SIGHUP"))?;
+        let chld = pipe(&[libc::SIGCHLD]).map_err(io_err("handling SIGCHLD"))?;
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+            .map_err(|e| io_err("starting inotify")(e.into()))?;
+        inotify
+            .add_watch(
+                queue,
+                AddWatchFlags::IN_MOVED_TO
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_ONLYDIR,
+            )
+            .map_err(|e| io_err("watching queue/")(e.into()))?;
+        Ok(Wake {
+            term,
+            hup,
+            chld,
+            inotify,
+        })
+    }
+
+    /// Sleeps until an event or `timeout`.
+    fn wait(&self, timeout: Option<Duration>) -> Result<(), DrainError> {
+        let timeout = match timeout {
+            None => PollTimeout::NONE,
+            // Round up: waking a little early would only spin until the deadline.
+            Some(d) => {
+                PollTimeout::try_from(d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128))
+                    .unwrap_or(PollTimeout::MAX)
+            }
+        };
+        let mut fds = [
+            PollFd::new(self.term.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.hup.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.chld.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(Errno::EINTR) => Ok(()),
+            Err(e) => Err(io_err("waiting for events")(e.into())),
+        }
+    }
+}
+
+/// Reads everything available on a non-blocking self-pipe; returns how many bytes (one per
+/// signal delivered, coalesced by the kernel at worst to fewer).
+fn drain_pipe(mut s: &UnixStream) -> usize {
+    let mut buf = [0u8; 64];
+    let mut n = 0;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return n,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return n,
+        }
+    }
+}
+
+/// A job whose runner is alive.
+struct Running {
+    id: String,
+    child: Child,
+    /// The runner's pid, which is the job's process group.
+    pid: u32,
+    /// Read end of the status pipe (non-blocking).
+    status: File,
+    started: Instant,
+    started_at: SystemTime,
+    timeout: Option<Duration>,
+    timed_out: bool,
+    stop_signalled: bool,
+    kill_at: Option<Instant>,
+    killed: bool,
+}
+
+impl Running {
+    fn terminate(&mut self, now: Instant) {
+        signal_group(self.pid, Signal::SIGTERM);
+        if self.kill_at.is_none() {
+            self.kill_at = Some(now + KILL_AFTER);
+        }
+    }
+
+    /// Whether the runner (or the job it became) has exited, without reaping it: while it
+    /// is an unreaped zombie its pid, and so its process group's number, cannot be reused.
+    fn has_exited(&self) -> bool {
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return true;
+        };
+        matches!(
+            waitid(
+                Id::Pid(Pid::from_raw(pid)),
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT
+            ),
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(Errno::ECHILD)
+        )
+    }
+
+    /// The runner's message if the job was never exec'd (empty pipe: it was).
+    fn not_started(&mut self) -> Option<String> {
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.status.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.replace('\n', " "))
+    }
+}
+
+struct Stopping {
+    grace_deadline: Instant,
+}
+
+struct Daemon {
+    spool: Spool,
+    exe: PathBuf,
+    config_path: PathBuf,
+    jobs_cli: Option<u32>,
+    once: bool,
+    walled: bool,
+    uid: u32,
+    pid: u32,
+    live: Live,
+    running: Vec<Running>,
+    /// Queued IDs from the last scan, in order.
+    pending: VecDeque<String>,
+    /// queue/ changed since the last scan.
+    dirty: bool,
+    /// Bad names already warned about.
+    warned: HashSet<PathBuf>,
+    stopping: Option<Stopping>,
+    wake: Wake,
+    notifier: Notifier,
+}
+
+impl Daemon {
+    fn serve(&mut self) -> Result<(), DrainError> {
+        loop {
+            self.take_events();
+            self.reap()?;
+            self.enforce(Instant::now());
+            if self.stopping.is_none() {
+                self.fill()?;
+            }
+            if self.finished()? {
+                log::info!("stopped");
+                return Ok(());
+            }
+            let timeout = self
+                .next_deadline()
+                .map(|d| d.saturating_duration_since(Instant::now()));
+            self.wake.wait(timeout)?;
+        }
+    }
+
+    fn take_events(&mut self) {
+        if drain_pipe(&self.wake.term) > 0 {
+            self.stop();
+        }
+        if drain_pipe(&self.wake.hup) > 0 {
+            self.reload();
+        }
+        drain_pipe(&self.wake.chld);
+        loop {
+            match self.wake.inotify.read_events() {
+                Ok(events) if !events.is_empty() => self.dirty = true,
+                Ok(_) | Err(Errno::EAGAIN) => break,
+                Err(Errno::EINTR) => {}
+                Err(e) => {
+                    log::warn!("reading inotify events: {e}; rescanning queue/");
+                    self.dirty = true;
+                    break;
+                }
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        let now = Instant::now();
+        match &mut self.stopping {
+            None => {
+                log::info!(
+                    "stopping: no new jobs; {} running job(s) get {} to finish before they are put back",
+                    self.running.len(),
+                    human(self.live.grace)
+                );
+                if let Err(e) = self.notifier.send("STOPPING=1") {
+                    log::warn!("telling systemd STOPPING=1: {e}");
+                }
+                self.stopping = Some(Stopping {
+                    grace_deadline: now + self.live.grace,
+                });
+            }
+            Some(s) => {
+                log::info!("second stop signal: ending the grace period now");
+                s.grace_deadline = now;
+            }
+        }
+    }
+
+    fn reload(&mut self) {
+        let loaded = load_config(&self.config_path)
+            .map_err(DrainError::from)
+            .and_then(|c| Live::new(&c, self.jobs_cli, self.uid));
+        match loaded {
+            Ok(live) => {
+                if self.walled && live.roots != self.live.roots {
+                    log::warn!(
+                        "the worktree roots changed: the daemon's own wall keeps the roots it started with until it is restarted"
+                    );
+                }
+                self.live = live;
+                log::info!("configuration reloaded from {}", self.config_path.display());
+            }
+            Err(e) => log::error!("reloading the configuration: {e}; keeping the previous one"),
+        }
+    }
+
+    fn reap(&mut self) -> Result<(), DrainError> {
+        let mut i = 0;
+        while i < self.running.len() {
+            if !self.running[i].has_exited() {
+                i += 1;
+                continue;
+            }
+            // Anything the job left in its group goes with it (its leader is still an
+            // unreaped zombie, so the group's number is still ours).
+            if signal_group(self.running[i].pid, Signal::SIGKILL) {
+                log::debug!(
+                    "job {}: killed processes left in its group",
+                    self.running[i].id
+                );
+            }
+            let status = self.running[i]
+                .child
+                .wait()
+                .map_err(io_err("waiting for a job"))?;
+            let r = self.running.swap_remove(i);
+            self.ended(r, status)?;
+        }
+        Ok(())
+    }
+
+    fn ended(&mut self, mut r: Running, status: ExitStatus) -> Result<(), DrainError> {
+        let not_started = r.not_started();
+        let id = r.id.clone();
+        if self.stopping.is_some()
+            && not_started.is_none()
+            && (r.stop_signalled || status.signal().is_some())
+        {
+            spool::put_back(&self.spool, &id)?;
+            log::info!("job {id}: queued again (stopped with the daemon)");
+            return Ok(());
+        }
+        let duration = r.started.elapsed();
+        let how = match (status.code(), status.signal()) {
+            (Some(c), _) => format!("exit {c}"),
+            (_, Some(s)) => procs::signal_name(s),
+            _ => status.to_string(),
+        };
+        let (state, reason) = if let Some(why) = not_started {
+            (State::Failed, Some(format!("not started: {why}")))
+        } else if r.timed_out {
+            let t = r.timeout.map(human).unwrap_or_default();
+            (State::Failed, Some(format!("timed out after {t}")))
+        } else if status.success() {
+            (State::Done, None)
+        } else {
+            (State::Failed, None)
+        };
+        let started = reason
+            .as_deref()
+            .is_none_or(|r| !r.starts_with("not started"));
+        let result = JobResult {
+            id: id.clone(),
+            state,
+            exit_code: status.code(),
+            signal: status.signal(),
+            reason: reason.clone(),
+            started_at: started.then(|| spool::rfc3339(r.started_at)),
+            ended_at: spool::rfc3339(SystemTime::now()),
+            duration_secs: started.then_some(duration.as_secs_f64()),
+        };
+        spool::finish(&self.spool, &result)?;
+        match (state, reason) {
+            (State::Done, _) => log::info!("job {id}: done ({how}, {})", human(duration)),
+            (_, Some(why)) => log::warn!("job {id}: failed ({how}): {why}"),
+            _ => log::warn!("job {id}: failed ({how}, {})", human(duration)),
+        }
+        Ok(())
+    }
+
+    fn enforce(&mut self, now: Instant) {
+        let grace_over = self
+            .stopping
+            .as_ref()
+            .is_some_and(|s| now >= s.grace_deadline);
+        for r in &mut self.running {
+            if let Some(t) = r.timeout {
+                if !r.timed_out && now >= r.started + t {
+                    r.timed_out = true;
+                    log::warn!(
+                        "job {}: timed out after {}; terminating its process group",
+                        r.id,
+                        human(t)
+                    );
+                    r.terminate(now);
+                }
+            }
+            if grace_over && !r.stop_signalled {
+                r.stop_signalled = true;
+                log::info!(
+                    "job {}: still running at the end of the grace period; terminating its process group",
+                    r.id
+                );
+                r.terminate(now);
+            }
+            if let Some(k) = r.kill_at {
+                if !r.killed && now >= k {
+                    r.killed = true;
+                    log::warn!(
+                        "job {}: still running {} after SIGTERM; killing its process group",
+                        r.id,
+                        human(KILL_AFTER)
+                    );
+                    signal_group(r.pid, Signal::SIGKILL);
+                }
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n| n.min(t)));
+        for r in &self.running {
+            if let (Some(t), false) = (r.timeout, r.timed_out) {
+                consider(r.started + t);
+            }
+            if let (Some(k), false) = (r.kill_at, r.killed) {
+                consider(k);
+            }
+        }
+        if let Some(s) = &self.stopping {
+            if self.running.iter().any(|r| !r.stop_signalled) {
+                consider(s.grace_deadline);
+            }
+        }
+        next
+    }
+
+    fn scan(&mut self) -> Result<(), DrainError> {
+        self.dirty = false;
+        self.pending.clear();
+        for entry in spool::queued(&self.spool)? {
+            match entry {
+                spool::QueueEntry::Job(id) => self.pending.push_back(id),
+                spool::QueueEntry::BadName(path) => {
+                    if self.warned.insert(path.clone()) {
+                        log::warn!(
+                            "ignoring {}: not a job name (job files are named ID.toml, ID of ASCII letters, digits, `.`, `_` and `-`)",
+                            path.display()
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self) -> Result<(), DrainError> {
+        while self.running.len() < self.live.jobs {
+            if self.dirty {
+                self.scan()?;
+            }
+            let Some(id) = self.pending.pop_front() else {
+                break;
+            };
+            self.start(id)?;
+        }
+        Ok(())
+    }
+
+    fn finished(&mut self) -> Result<bool, DrainError> {
+        if !self.running.is_empty() {
+            return Ok(false);
+        }
+        if self.stopping.is_some() {
+            return Ok(true);
+        }
+        if !self.once {
+            return Ok(false);
+        }
+        // --once: done when a fresh look at queue/ finds nothing to claim.
+        self.scan()?;
+        Ok(self.pending.is_empty())
+    }
+
+    fn start(&mut self, id: String) -> Result<(), DrainError> {
+        if !spool::claim(&self.spool, &id)? {
+            return Ok(());
+        }
+        log::info!("job {id}: claimed");
+        let (spec, worktree) = match self.check(&id) {
+            Ok(ok) => ok,
+            Err(Rejected(why)) => {
+                self.refuse(&id, format!("refused: {why}"))?;
+                return Ok(());
+            }
+        };
+        match self.spawn(&id, &spec, &worktree) {
+            Ok(r) => {
+                log::info!(
+                    "job {id}: started (process group {}) in {}: {}",
+                    r.pid,
+                    worktree.display(),
+                    spec.argv.join(" ")
+                );
+                self.running.push(r);
+            }
+            Err(e) => self.refuse(&id, format!("not started: starting its runner: {e}"))?,
+        }
+        Ok(())
+    }
+
+    /// Records a job that never ran as failed.
+    fn refuse(&mut self, id: &str, reason: String) -> Result<(), DrainError> {
+        spool::finish(
+            &self.spool,
+            &JobResult {
+                id: id.to_string(),
+                state: State::Failed,
+                exit_code: None,
+                signal: None,
+                reason: Some(reason.clone()),
+                started_at: None,
+                ended_at: spool::rfc3339(SystemTime::now()),
+                duration_secs: None,
+            },
+        )?;
+        log::warn!("job {id}: failed: {reason}");
+        Ok(())
+    }
+
+    /// Parse → validate: the job file, its fields, its worktree.
+    fn check(&self, id: &str) -> Result<(JobSpec, PathBuf), Rejected> {
+        let text = spool::read_job_file(
+            &self.spool.job_file(State::Running, id),
+            &self.live.allow_uids,
+        )?;
+        let spec = spool::check_job(spool::parse_job(&text)?)?;
+        let worktree = spool::check_worktree(&spec.worktree, &self.live.roots)?;
+        Ok((spec, worktree))
+    }
+
+    fn spawn(&self, id: &str, spec: &JobSpec, worktree: &Path) -> io::Result<Running> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .open(self.spool.log_file(id))?;
+        let (status_r, status_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        fcntl(&status_r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("__run-job")
+            .arg("--config")
+            .arg(&self.config_path)
+            .arg("--worktree")
+            .arg(worktree)
+            .arg("--agent")
+            .arg(&spec.agent)
+            .arg("--parent")
+            .arg(self.pid.to_string());
+        for name in &spec.env {
+            cmd.arg("--env").arg(name);
+        }
+        cmd.arg("--")
+            .args(spec.argv.iter().map(OsString::from))
+            .current_dir(worktree)
+            .stdin(Stdio::from(status_w))
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0);
+        let started_at = SystemTime::now();
+        let started = Instant::now();
+        let child = cmd.spawn()?;
+        // Drop our copy of the status pipe's write end: only the runner holds it now.
+        drop(cmd);
+        let pid = child.id();
+        let record = spool::RunRecord {
+            pid,
+            start_ticks: procs::stat(pid).map_or(0, |s| s.start_ticks),
+            started_at: spool::rfc3339(started_at),
+        };
+        let running = Running {
+            id: id.to_string(),
+            child,
+            pid,
+            status: File::from(status_r),
+            started,
+            started_at,
+            timeout: spec.timeout,
+            timed_out: false,
+            stop_signalled: false,
+            kill_at: None,
+            killed: false,
+        };
+        if let Err(e) = spool::write_run_record(&self.spool, id, &record) {
+            // Without it a dead daemon's successor cannot kill this job's leftovers; the
+            // job itself still dies with the daemon (parent-death signal).
+            log::warn!("job {id}: {e}");
+        }
+        Ok(running)
+    }
+}
+
+/// A duration for people: `1.234s`, `30s`, `1m30s`.
+fn human(d: Duration) -> String {
+    if d.subsec_millis() != 0 || d < Duration::from_secs(1) {
+        return format!("{:.3}s", d.as_secs_f64());
+    }
+    let s = d.as_secs();
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_for_people() {
+        assert_eq!(human(Duration::from_secs(30)), "30s");
+        assert_eq!(human(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human(Duration::from_secs(3600)), "1h");
+        assert_eq!(human(Duration::from_millis(1234)), "1.234s");
+        assert_eq!(human(Duration::ZERO), "0.000s");
+    }
+
+    #[test]
+    fn exit_statuses_are_the_documented_ones() {
+        let lock = DrainError::Lock(LockError::Held {
+            path: "/s".into(),
+            pid: None,
+        });
+        assert_eq!(lock.exit_code(), 75);
+        assert_eq!(DrainError::Flag("x".into()).exit_code(), 78);
+        let wall = DrainError::Wall(landwall::Error::Wall(
+            landwall::wall::WallError::AbiTooLow { have: 1, need: 3 },
+        ));
+        assert_eq!(wall.exit_code(), 100);
+        let spool = DrainError::Spool(SpoolError {
+            what: "x",
+            path: "/s".into(),
+            source: io::Error::other("x"),
+        });
+        assert_eq!(spool.exit_code(), 74);
+    }
+
+    #[test]
+    fn live_settings_default_to_root_and_self() {
+        let c = Config::default();
+        let l = Live::new(&c, None, 1000).expect("live");
+        assert_eq!(l.allow_uids, [0, 1000]);
+        assert_eq!(l.jobs, 1);
+        assert!(l.roots.is_empty());
+        let l = Live::new(&c, Some(4), 0).expect("live");
+        assert_eq!(l.allow_uids, [0]);
+        assert_eq!(l.jobs, 4);
+        let mut c = Config::default();
+        c.drain.worktree_roots = vec![PathBuf::from("/nonexistent-landwall-root")];
+        assert_eq!(
+            Live::new(&c, None, 0)
+                .expect_err("missing root")
+                .exit_code(),
+            78
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! The daemon's own, opt-in wall (`LANDWALL_DRAIN_SANDBOX=1`).
+//!
+//! Built from the configuration only, before any job file is read, so nothing in a job can
+//! widen it. It is the shim's policy ([`policy::build`]) with the spool in the place of the
+//! worktree and without `$HOME`: writable are the spool, the worktree roots, `/tmp`, `/dev`
+//! and the configured `writable` paths (global and per agent, since every job runs inside
+//! this wall); read-only are the system roots, the daemon's own directory (it starts itself
+//! as each job's runner), the configured `read_only` paths and agents, and the
+//! configuration file. Jobs stack their own, narrower wall on top.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use landwall::config::Config;
+use landwall::launch::Kernel;
+use landwall::policy::{self, Inputs, Policy};
+use landwall::wall::Enforced;
+use landwall::worktree::{GitLayout, Worktree};
+use landwall::Error;
+
+/// The name of the opt-in flag.
+pub const FLAG: &str = "LANDWALL_DRAIN_SANDBOX";
+
+/// Reads the flag: `Ok(true)` for `1`, `Ok(false)` for `0` or unset; anything else is an
+/// error (a typo must not mean "no wall").
+pub fn flag(value: Option<&OsStr>) -> Result<bool, String> {
+    match value.map(|v| v.as_encoded_bytes()) {
+        None | Some(b"0") => Ok(false),
+        Some(b"1") => Ok(true),
+        Some(other) => Err(format!(
+            "{FLAG}={:?} is not valid: set it to 1 (wall the daemon in) or 0 / unset it (no wall)",
+            String::from_utf8_lossy(other)
+        )),
+    }
+}
+
+/// What the daemon's wall is built from.
+#[derive(Debug, Clone)]
+pub struct Inputs2<'a> {
+    /// The validated configuration.
+    pub config: &'a Config,
+    /// The spool (must exist: nothing is created before the wall is up).
+    pub spool: &'a Path,
+    /// The worktree roots, real paths.
+    pub roots: &'a [PathBuf],
+    /// The running daemon executable.
+    pub exe: &'a Path,
+    /// The configuration file, if it exists.
+    pub config_file: Option<&'a Path>,
+    /// Whether the daemon runs as root (root gets the shim's extra denials).
+    pub is_root: bool,
+}
+
+/// Builds the daemon's policy. A missing spool or root is a configuration error.
+pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
+    let spool = std::fs::canonicalize(inputs.spool).map_err(|source| {
+        Error::Policy(policy::PolicyError::Required {
+            path: inputs.spool.to_path_buf(),
+            reason: format!(
+                "the spool (with {FLAG}=1 the daemon walls itself in before it may create anything, so the spool directory must exist)"
+            ),
+            source,
+        })
+    })?;
+    let mut config = inputs.config.clone();
+    config.writable.extend(inputs.roots.iter().cloned());
+    for agent in inputs.config.agents.values() {
+        config.writable.extend(agent.writable.iter().cloned());
+        config.read_only.extend(agent.read_only.iter().cloned());
+        if let Some(real) = &agent.real {
+            config.read_only.extend(landwall::agent::install_dirs(real));
+        }
+    }
+    if let Some(file) = inputs.config_file {
+        config.read_only.push(file.to_path_buf());
+    }
+    let mut p = policy::build(Inputs {
+        agent: "landwall-drain",
+        worktree: Worktree {
+            root: spool.clone(),
+            git: GitLayout::None,
+        },
+        home: None,
+        real_agent: Some(inputs.exe),
+        config: &config,
+        is_root: inputs.is_root,
+    })?;
+    for rule in &mut p.rules {
+        if rule.path == spool {
+            rule.reason = "the spool".into();
+        } else if inputs.roots.contains(&rule.path) {
+            rule.reason = "`worktree_roots` in [drain]".into();
+        } else if rule.reason == "the real agent's install directory" {
+            rule.reason = "landwall-drain's own directory (it starts each job's runner)".into();
+        }
+    }
+    Ok(p)
+}
+
+/// Walls the calling process in, without exec: capabilities dropped, no_new_privs,
+/// single-threaded, Landlock fully enforced, the seccomp filter, and the check from inside.
+/// The same steps, in the same order, as the shim's launch up to its `execve()`.
+pub fn wall_self<K: Kernel>(kernel: &mut K, policy: &Policy) -> Result<Enforced, Error> {
+    kernel.drop_capabilities()?;
+    kernel.set_no_new_privs().map_err(Error::NoNewPrivs)?;
+    match kernel.thread_count() {
+        Ok(1) => {}
+        Ok(n) => return Err(Error::Threads(Some(n), None)),
+        Err(e) => return Err(Error::Threads(None, Some(e))),
+    }
+    let enforced = kernel.restrict(policy)?;
+    kernel.filter_syscalls(policy)?;
+    kernel.self_check().map_err(Error::SelfCheck)?;
+    Ok(enforced)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landwall::caps::CapsError;
+    use landwall::launch::Exec;
+    use landwall::policy::Access;
+    use landwall::seccomp::SeccompError;
+    use landwall::wall::WallError;
+    use std::io;
+
+    #[test]
+    fn the_flag_is_one_zero_or_unset() {
+        assert_eq!(flag(None), Ok(false));
+        assert_eq!(flag(Some(OsStr::new("0"))), Ok(false));
+        assert_eq!(flag(Some(OsStr::new("1"))), Ok(true));
+        for bad in ["", "yes", "true", "01", " 1", "on"] {
+            let e = flag(Some(OsStr::new(bad))).expect_err(bad);
+            assert!(e.contains(FLAG), "{e}");
+        }
+    }
+
+    struct Recorder {
+        steps: Vec<&'static str>,
+        fail_at: Option<&'static str>,
+    }
+
+    impl Recorder {
+        fn step(&mut self, name: &'static str) -> bool {
+            self.steps.push(name);
+            self.fail_at == Some(name)
+        }
+    }
+
+    impl Kernel for Recorder {
+        fn drop_capabilities(&mut self) -> Result<(), CapsError> {
+            if self.step("caps") {
+                return Err(CapsError::StillHeld { set: "permitted" });
+            }
+            Ok(())
+        }
+        fn set_no_new_privs(&mut self) -> io::Result<()> {
+            if self.step("nnp") {
+                return Err(io::Error::other("nnp"));
+            }
+            Ok(())
+        }
+        fn thread_count(&mut self) -> io::Result<usize> {
+            self.step("threads");
+            Ok(if self.fail_at == Some("threads") {
+                2
+            } else {
+                1
+            })
+        }
+        fn restrict(&mut self, _: &Policy) -> Result<Enforced, WallError> {
+            if self.step("landlock") {
+                return Err(WallError::AbiTooLow { have: 2, need: 3 });
+            }
+            Ok(Enforced {
+                abi: 7,
+                audit_new_exec: true,
+                scoped: true,
+            })
+        }
+        fn filter_syscalls(&mut self, _: &Policy) -> Result<(), SeccompError> {
+            if self.step("seccomp") {
+                return Err(SeccompError::Install("test".into()));
+            }
+            Ok(())
+        }
+        fn self_check(&mut self) -> Result<(), String> {
+            if self.step("selfcheck") {
+                return Err("test".into());
+            }
+            Ok(())
+        }
+        fn exec(&mut self, _: &Exec) -> io::Error {
+            self.steps.push("exec");
+            io::Error::from_raw_os_error(libc::ENOENT)
+        }
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("lw-selfwall-{tag}-{}", std::process::id()));
+        let _ignored = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(p.join("spool")).expect("mkdir");
+        std::fs::create_dir_all(p.join("roots/a")).expect("mkdir");
+        std::fs::canonicalize(&p).expect("canon")
+    }
+
+    fn build(dir: &Path) -> Result<Policy, Error> {
+        let config = Config::default();
+        let roots = [dir.join("roots/a")];
+        policy(Inputs2 {
+            config: &config,
+            spool: &dir.join("spool"),
+            roots: &roots,
+            exe: Path::new("/usr/bin/true"),
+            config_file: None,
+            is_root: false,
+        })
+    }
+
+    #[test]
+    fn steps_run_in_order_and_never_exec() {
+        let dir = scratch("order");
+        let policy = build(&dir).expect("policy");
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+        };
+        wall_self(&mut k, &policy).expect("walled");
+        assert_eq!(
+            k.steps,
+            ["caps", "nnp", "threads", "landlock", "seccomp", "selfcheck"]
+        );
+        for (fail, last) in [
+            ("caps", "caps"),
+            ("nnp", "nnp"),
+            ("threads", "threads"),
+            ("landlock", "landlock"),
+            ("seccomp", "seccomp"),
+            ("selfcheck", "selfcheck"),
+        ] {
+            let mut k = Recorder {
+                steps: vec![],
+                fail_at: Some(fail),
+            };
+            let e = wall_self(&mut k, &policy).expect_err(fail);
+            assert_eq!(k.steps.last(), Some(&last), "{fail}");
+            assert_eq!(e.exit_code(), landwall::exit::WALL, "{fail}: {e}");
+        }
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn the_spool_and_roots_are_writable_the_rest_read_only_or_denied() {
+        let dir = scratch("grants");
+        let p = build(&dir).expect("policy");
+        let access = |path: PathBuf| p.decide(&path).rule.map(|r| r.access);
+        assert_eq!(access(dir.join("spool/queue/x")), Some(Access::ReadWrite));
+        assert_eq!(access(dir.join("roots/a/wt/f")), Some(Access::ReadWrite));
+        assert_eq!(access(PathBuf::from("/usr/bin/sh")), Some(Access::ReadOnly));
+        assert_eq!(access(PathBuf::from("/root/.ssh")), None);
+        assert_eq!(access(PathBuf::from("/var/lib/x")), None);
+        // Under /tmp the spool's rule is folded into the rule for /tmp.
+        assert!(
+            dir.starts_with("/tmp")
+                || p.rules
+                    .iter()
+                    .any(|r| r.reason == "the spool" && r.access == Access::ReadWrite),
+            "{:?}",
+            p.rules
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_missing_spool_is_a_configuration_error() {
+        let dir = scratch("missing");
+        std::fs::remove_dir(dir.join("spool")).expect("rmdir");
+        let e = build(&dir).expect_err("missing spool");
+        assert_eq!(e.exit_code(), landwall::exit::CONFIG);
+        assert!(e.to_string().contains("spool"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}
