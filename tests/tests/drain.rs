@@ -1,0 +1,955 @@
+//! `landwall-drain` end to end: the built daemon, `landwall submit` and `landwall jobs`, real
+//! processes on the real kernel, one scratch spool per test under /var/tmp (never /tmp, which
+//! every job may write). Waits poll with generous deadlines; nothing relies on a fixed sleep.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use landwall_e2e::{bin_dir, helper, run, stderr, stdout, Sandbox};
+
+const EXIT_LOCKED: i32 = 75;
+const EXIT_CONFIG: i32 = 78;
+const EXIT_WALL: i32 = 100;
+
+/// Long enough for a loaded 2-core CI machine; a passing run never waits this long.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Polls `f` every 20 ms until it is true or the deadline passes.
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One test's drain setup: a sandbox, worktree roots under `work/`, a spool, a config.
+struct Drain {
+    sb: Sandbox,
+}
+
+/// A running daemon, killed if the test ends without stopping it.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill -{sig} failed");
+    }
+    fn wait(&mut self) -> ExitStatus {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                return st;
+            }
+            assert!(
+                Instant::now() < end,
+                "daemon did not exit; its log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn kill9(&mut self) {
+        self.child.kill().expect("kill -9");
+        let st = self.child.wait().expect("wait");
+        assert_eq!(st.signal(), Some(9));
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ignored = self.child.kill();
+            let _ignored = self.child.wait();
+        }
+    }
+}
+
+impl Drain {
+    fn new(name: &str) -> Drain {
+        let sb = Sandbox::new(name);
+        fs::create_dir_all(sb.root.join("work")).expect("mkdir work");
+        let d = Drain { sb };
+        d.write_config(&[d.work()], "1s");
+        d
+    }
+
+    fn work(&self) -> PathBuf {
+        self.sb.root.join("work")
+    }
+    fn spool(&self) -> PathBuf {
+        self.sb.root.join("spool")
+    }
+    fn config_path(&self) -> PathBuf {
+        self.sb.root.join("landwall.toml")
+    }
+
+    fn write_config(&self, roots: &[PathBuf], grace: &str) {
+        let roots: Vec<String> = roots.iter().map(|r| format!("{:?}", r)).collect();
+        self.sb.config(&format!(
+            "[drain]\nworktree_roots = [{}]\ngrace = \"{grace}\"\n",
+            roots.join(", ")
+        ));
+    }
+
+    /// A new worktree `work/NAME`.
+    fn wt(&self, name: &str) -> PathBuf {
+        let p = self.work().join(name);
+        fs::create_dir_all(&p).expect("mkdir worktree");
+        p
+    }
+
+    /// `landwall-drain --spool … --config …` with the sandbox's clean environment.
+    fn drain(&self) -> Command {
+        let mut c = Command::new(bin_dir().join("landwall-drain"));
+        self.sb.clean_env(&mut c);
+        c.arg("--spool")
+            .arg(self.spool())
+            .arg("--config")
+            .arg(self.config_path())
+            .current_dir(&self.sb.root);
+        c
+    }
+
+    /// Starts the daemon (serving, not `--once`) with its log in a file.
+    fn start(&self, tag: &str, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let log = self.sb.root.join(format!("daemon-{tag}.log"));
+        let mut c = self.drain();
+        c.args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("daemon log"));
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Daemon {
+            child: c.spawn().expect("spawn landwall-drain"),
+            log,
+        }
+    }
+
+    /// Runs `landwall-drain --once` to the end.
+    fn once(&self) -> std::process::Output {
+        let mut c = self.drain();
+        c.arg("--once");
+        let out = run(&mut c);
+        assert!(
+            out.status.success(),
+            "--once failed: {:?}\n{}",
+            out.status,
+            stderr(&out)
+        );
+        out
+    }
+
+    /// `landwall submit --spool … --worktree WT [extra] -- ARGV…`; returns the job ID.
+    fn submit(&self, wt: &Path, extra: &[&str], argv: &[&str]) -> String {
+        let mut c = self.sb.landwall();
+        c.arg("submit")
+            .arg("--spool")
+            .arg(self.spool())
+            .arg("--worktree")
+            .arg(wt)
+            .args(extra)
+            .arg("--")
+            .args(argv);
+        let out = run(&mut c);
+        assert!(out.status.success(), "submit failed: {}", stderr(&out));
+        let id = stdout(&out).trim().to_string();
+        assert!(
+            !id.is_empty() && !id.contains(char::is_whitespace),
+            "{id:?}"
+        );
+        id
+    }
+
+    /// `sh -c SCRIPT` as a job in `wt`.
+    fn submit_sh(&self, wt: &Path, script: &str) -> String {
+        self.submit(wt, &[], &["sh", "-c", script])
+    }
+
+    fn dir(&self, state: &str) -> PathBuf {
+        self.spool().join(state)
+    }
+
+    /// The recorded result of `id`: (state, fields).
+    fn result(&self, id: &str) -> Option<(String, BTreeMap<String, String>)> {
+        for state in ["done", "failed"] {
+            if let Ok(text) = fs::read_to_string(self.dir(state).join(format!("{id}.result.toml")))
+            {
+                return Some((state.to_string(), fields(&text)));
+            }
+        }
+        None
+    }
+
+    fn expect_result(&self, id: &str) -> (String, BTreeMap<String, String>) {
+        self.result(id)
+            .unwrap_or_else(|| panic!("no result for {id}; spool:\n{}", self.tree()))
+    }
+
+    fn log_of(&self, id: &str) -> String {
+        fs::read_to_string(self.spool().join("logs").join(format!("{id}.log"))).unwrap_or_default()
+    }
+
+    /// Every file under the spool, for failure messages.
+    fn tree(&self) -> String {
+        snapshot(&self.spool())
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Files named `*.toml` (jobs) and `*.result.toml` in a state directory.
+    fn names(&self, state: &str) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.dir(state))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Asserts that every job in `ids` has exactly one job file and one result, in done/ or
+    /// failed/, and that nothing is left queued or running.
+    fn assert_each_finished_once(&self, ids: &[String]) {
+        assert!(
+            self.names("queue").is_empty() && self.names("running").is_empty(),
+            "left over:\n{}",
+            self.tree()
+        );
+        for id in ids {
+            let mut jobs = 0;
+            let mut results = 0;
+            for state in ["done", "failed"] {
+                let names = self.names(state);
+                jobs += names.iter().filter(|n| **n == format!("{id}.toml")).count();
+                results += names
+                    .iter()
+                    .filter(|n| **n == format!("{id}.result.toml"))
+                    .count();
+            }
+            assert_eq!((jobs, results), (1, 1), "{id}:\n{}", self.tree());
+        }
+    }
+}
+
+/// `key = value` lines of a result file, quotes removed.
+fn fields(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once(" = "))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+        .collect()
+}
+
+/// Everything about every file under `root` that a write, a rename or a new file changes.
+fn snapshot(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let m = fs::symlink_metadata(&p).expect("lstat");
+            let rel = p.strip_prefix(root).expect("prefix").display().to_string();
+            out.insert(
+                rel,
+                format!(
+                    "type={:?} len={} mode={:o} ino={} mtime={}.{} ctime={}.{} uid={}",
+                    m.file_type(),
+                    m.len(),
+                    m.mode(),
+                    m.ino(),
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.ctime(),
+                    m.ctime_nsec(),
+                    m.uid()
+                ),
+            );
+            if m.is_dir() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let m = fs::symlink_metadata(root).expect("spool");
+    out.insert(
+        ".".into(),
+        format!(
+            "mtime={}.{} ctime={}.{}",
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        ),
+    );
+    walk(root, root, &mut out);
+    out
+}
+
+/// Whether process `pid` is alive (present and not a zombie).
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+fn read_pid(path: &Path) -> u32 {
+    fs::read_to_string(path)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid")
+}
+
+#[test]
+fn a_batch_is_drained_once_with_results_logs_and_a_wall_per_job() {
+    let d = Drain::new("drain-batch");
+    let (a, b, c) = (d.wt("a"), d.wt("b"), d.wt("c"));
+    fs::write(b.join("secret"), "b's secret\n").expect("secret");
+    let outside = d.sb.outside();
+    let probe = format!(
+        "echo out-a; echo err-a >&2; \
+         echo x > {b}/from-a; echo write-other=$?; \
+         cat {b}/secret; echo read-other=$?; \
+         echo x > {o}/from-a; echo write-outside=$?; \
+         echo mine > own; echo write-own=$?",
+        b = b.display(),
+        o = outside.display()
+    );
+    let ids = [
+        d.submit_sh(&a, &probe),
+        d.submit_sh(&b, "echo b-ran; exit 7"),
+        d.submit_sh(&c, "kill -9 $$"),
+        d.submit(&c, &[], &["echo", "hello", "from c"]),
+    ];
+    let queued = stdout(&run(d
+        .sb
+        .landwall()
+        .args(["jobs", "--spool"])
+        .arg(d.spool())));
+    assert_eq!(queued.matches(" queued ").count(), 4, "{queued}");
+
+    let out = d.once();
+    assert!(
+        stderr(&out).contains(&format!("job {}: done", ids[0])),
+        "{}",
+        stderr(&out)
+    );
+    d.assert_each_finished_once(&ids);
+
+    let (state, r) = d.expect_result(&ids[0]);
+    assert_eq!(
+        (state.as_str(), r.get("exit_code").map(String::as_str)),
+        ("done", Some("0"))
+    );
+    let log = d.log_of(&ids[0]);
+    assert!(log.contains("out-a") && log.contains("err-a"), "{log}");
+    assert!(log.contains("write-own=0"), "{log}");
+    for denied in ["write-other=0", "read-other=0", "write-outside=0"] {
+        assert!(
+            !log.contains(denied),
+            "a job got through its wall ({denied}):\n{log}"
+        );
+    }
+    assert!(!log.contains("b's secret"), "{log}");
+    assert!(!b.join("from-a").exists() && !outside.join("from-a").exists());
+    assert!(a.join("own").exists());
+
+    let (state, r) = d.expect_result(&ids[1]);
+    assert_eq!(
+        (state.as_str(), r.get("exit_code").map(String::as_str)),
+        ("failed", Some("7"))
+    );
+    assert!(d.log_of(&ids[1]).contains("b-ran"));
+    let (state, r) = d.expect_result(&ids[2]);
+    assert_eq!(
+        (state.as_str(), r.get("signal").map(String::as_str)),
+        ("failed", Some("9"))
+    );
+    let (state, _) = d.expect_result(&ids[3]);
+    assert_eq!(state, "done");
+    assert_eq!(d.log_of(&ids[3]), "hello from c\n");
+    for id in &ids {
+        let (_, r) = d.expect_result(id);
+        for key in ["started_at", "ended_at", "duration_secs"] {
+            assert!(r.contains_key(key), "{id}: no {key}: {r:?}");
+        }
+    }
+
+    // `landwall jobs --json` is one array with every job in its final state.
+    let json = stdout(&run(d
+        .sb
+        .landwall()
+        .args(["jobs", "--json", "--spool"])
+        .arg(d.spool())));
+    let trimmed = json.trim();
+    assert!(trimmed.starts_with('[') && trimmed.ends_with(']'), "{json}");
+    assert_eq!(json.matches("\"state\": \"done\"").count(), 2, "{json}");
+    assert_eq!(json.matches("\"state\": \"failed\"").count(), 2, "{json}");
+    assert!(json.contains("\"exit_code\": 7"), "{json}");
+    let table = stdout(&run(d
+        .sb
+        .landwall()
+        .args(["jobs", "--spool"])
+        .arg(d.spool())));
+    assert_eq!(table.lines().count(), 5, "header and four jobs:\n{table}");
+    assert!(
+        table.contains("SIGKILL") && table.contains("exit 7"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_daemon_killed_mid_batch_loses_nothing() {
+    let d = Drain::new("drain-kill9");
+    let ids: Vec<String> = (0..8)
+        .map(|i| {
+            let wt = d.wt(&format!("j{i}"));
+            d.submit_sh(&wt, "echo start >> runs; sleep 0.3; echo end >> runs")
+        })
+        .collect();
+    let mut daemon = d.start("first", &[], &[]);
+    wait_for("two results and a job running", || {
+        let finished = ids.iter().filter(|id| d.result(id).is_some()).count();
+        finished >= 2 && d.names("running").iter().any(|n| n.ends_with(".toml"))
+    });
+    daemon.kill9();
+    assert!(
+        ids.iter().any(|id| d.result(id).is_none()),
+        "the batch was over before the kill"
+    );
+    let out = d.once();
+    assert!(stderr(&out).contains("queued again"), "{}", stderr(&out));
+    d.assert_each_finished_once(&ids);
+    for (i, id) in ids.iter().enumerate() {
+        let (state, _) = d.expect_result(id);
+        assert_eq!(state, "done", "{id}");
+        let runs = fs::read_to_string(d.work().join(format!("j{i}/runs"))).expect("runs");
+        assert!(runs.ends_with("start\nend\n"), "{id}: {runs:?}");
+        // Never two runs at once: every start is followed by its end or cut off for good.
+        assert!(!runs.contains("start\nstart\nend\nend"), "{id}: {runs:?}");
+    }
+}
+
+#[test]
+fn leftovers_of_a_killed_daemon_die_before_the_job_runs_again() {
+    let d = Drain::new("drain-leftover");
+    let wt = d.wt("w");
+    let id = d.submit_sh(
+        &wt,
+        "if [ -e again ]; then echo second run; exit 0; fi; touch again; \
+         sleep 300 & echo $! > bg.pid; wait",
+    );
+    let mut daemon = d.start("first", &[], &[]);
+    wait_for("the background process", || {
+        fs::read_to_string(wt.join("bg.pid")).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let bg = read_pid(&wt.join("bg.pid"));
+    daemon.kill9();
+    // The job's leader dies with the daemon; its background child survives the daemon…
+    assert!(
+        alive(bg),
+        "premise: the background process outlives the daemon"
+    );
+    let out = d.once();
+    // … until the next daemon kills the group before it queues the job again.
+    assert!(!alive(bg), "{}", stderr(&out));
+    assert!(stderr(&out).contains("left running"), "{}", stderr(&out));
+    d.assert_each_finished_once(std::slice::from_ref(&id));
+    assert_eq!(d.expect_result(&id).0, "done");
+    assert!(d.log_of(&id).contains("second run"));
+}
+
+#[test]
+fn sigterm_puts_a_long_job_back_and_it_runs_on_restart() {
+    let d = Drain::new("drain-sigterm");
+    let wt = d.wt("w");
+    let id = d.submit_sh(
+        &wt,
+        "if [ -e again ]; then echo second run; exit 0; fi; touch again; sleep 300",
+    );
+    let mut daemon = d.start("first", &[], &[]);
+    wait_for("the job to start", || wt.join("again").exists());
+    daemon.signal("TERM");
+    let st = daemon.wait();
+    assert_eq!(st.code(), Some(0), "{}", daemon.log());
+    assert_eq!(d.names("queue"), [format!("{id}.toml")], "{}", d.tree());
+    assert!(d.names("running").is_empty(), "{}", d.tree());
+    assert!(d.result(&id).is_none(), "no result for a job put back");
+    assert!(daemon.log().contains("queued again"), "{}", daemon.log());
+
+    d.once();
+    d.assert_each_finished_once(std::slice::from_ref(&id));
+    assert_eq!(d.expect_result(&id).0, "done");
+    assert!(d.log_of(&id).contains("second run"));
+}
+
+#[test]
+fn the_daemon_does_not_serve_when_its_wall_cannot_go_up() {
+    let d = Drain::new("drain-nowall");
+    let id = d.submit(&d.wt("w"), &[], &["true"]);
+    for how in [&["stack", "16", "--"][..], &["nolandlock", "--"][..]] {
+        let before = snapshot(&d.spool());
+        let mut c = Command::new(helper());
+        d.sb.clean_env(&mut c);
+        c.args(how)
+            .arg(bin_dir().join("landwall-drain"))
+            .arg("--spool")
+            .arg(d.spool())
+            .arg("--config")
+            .arg(d.config_path())
+            .arg("--once")
+            .env("LANDWALL_DRAIN_SANDBOX", "1");
+        let out = run(&mut c);
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_WALL),
+            "{how:?}: {}",
+            stderr(&out)
+        );
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{how:?}: one line:\n{err}");
+        assert!(err.contains("LANDWALL_DRAIN_SANDBOX=1"), "{err}");
+        assert_eq!(
+            snapshot(&d.spool()),
+            before,
+            "{how:?}: the spool was touched"
+        );
+        assert!(
+            !d.spool().join("lock").exists(),
+            "{how:?}: lock file created"
+        );
+    }
+    assert_eq!(d.names("queue"), [format!("{id}.toml")]);
+
+    // The same kernel without the flag: the daemon serves (and warns), and the job, whose
+    // own wall cannot go up either, fails closed with the reason. (Not under 16 stacked
+    // layers: the helper's ABI-1 layers refuse every cross-directory rename, the claim too.)
+    let mut c = Command::new(helper());
+    d.sb.clean_env(&mut c);
+    c.args(["nolandlock", "--"])
+        .arg(bin_dir().join("landwall-drain"))
+        .arg("--spool")
+        .arg(d.spool())
+        .arg("--config")
+        .arg(d.config_path())
+        .arg("--once");
+    let out = run(&mut c);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("WITHOUT its own wall"),
+        "{}",
+        stderr(&out)
+    );
+    let (state, r) = d.expect_result(&id);
+    assert_eq!(state, "failed");
+    let reason = r.get("reason").cloned().unwrap_or_default();
+    assert!(
+        reason.starts_with("not started:") && reason.contains("no Landlock"),
+        "{reason}"
+    );
+    assert_eq!(r.get("exit_code").map(String::as_str), Some("100"));
+}
+
+#[test]
+fn without_the_flag_it_warns_once_with_it_it_walls_itself() {
+    for (flag, walled) in [(None, false), (Some("0"), false), (Some("1"), true)] {
+        let d = Drain::new("drain-flag");
+        let wt = d.wt("w");
+        // The job's own wall grants $HOME; the daemon's wall does not, so a job inside a
+        // walled daemon cannot write there.
+        let id = d.submit_sh(&wt, "echo x > \"$HOME/probe\"; echo home=$?; echo y > own");
+        let mut c = d.drain();
+        c.arg("--once");
+        if let Some(v) = flag {
+            c.env("LANDWALL_DRAIN_SANDBOX", v);
+        }
+        let out = run(&mut c);
+        assert!(out.status.success(), "{flag:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        let warned = err.matches("WITHOUT its own wall").count();
+        assert_eq!(warned, usize::from(!walled), "{flag:?}: {err}");
+        assert!(!walled || err.contains("walled in"), "{flag:?}: {err}");
+        assert!(
+            err.lines().filter(|l| l.contains(" WARN ")).count() <= 1,
+            "{err}"
+        );
+        assert_eq!(d.expect_result(&id).0, "done", "{flag:?}");
+        assert!(wt.join("own").exists(), "{flag:?}");
+        let log = d.log_of(&id);
+        assert_eq!(log.contains("home=0"), !walled, "{flag:?}: {log}");
+        assert_eq!(d.sb.home().join("probe").exists(), !walled, "{flag:?}");
+    }
+}
+
+#[test]
+fn a_bad_flag_value_is_a_configuration_error() {
+    let d = Drain::new("drain-badflag");
+    d.submit(&d.wt("w"), &[], &["true"]);
+    let before = snapshot(&d.spool());
+    for bad in ["yes", "", "2", "true", "01"] {
+        let mut c = d.drain();
+        c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", bad);
+        let out = run(&mut c);
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_CONFIG),
+            "{bad:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("LANDWALL_DRAIN_SANDBOX"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            snapshot(&d.spool()),
+            before,
+            "{bad:?}: the spool was touched"
+        );
+    }
+}
+
+#[test]
+fn a_second_daemon_on_the_same_spool_is_refused() {
+    let d = Drain::new("drain-second");
+    let sock_path = d.sb.root.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+    sock.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let sock_env = sock_path.to_str().expect("utf-8").to_string();
+    let mut first = d.start("first", &[], &[("NOTIFY_SOCKET", &sock_env)]);
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("READY=1 from the first daemon");
+    assert_eq!(&buf[..n], b"READY=1");
+
+    let out = run(d.drain().arg("--once"));
+    assert_eq!(out.status.code(), Some(EXIT_LOCKED), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("already serves"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
+    assert_eq!(
+        err.lines().count(),
+        2,
+        "the warning and the refusal:\n{err}"
+    );
+
+    // The first one still serves.
+    let id = d.submit(&d.wt("w"), &[], &["true"]);
+    wait_for("the first daemon to run the job", || {
+        d.result(&id).is_some()
+    });
+    first.signal("TERM");
+    let n = sock.recv(&mut buf).expect("STOPPING=1");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    assert_eq!(first.wait().code(), Some(0));
+}
+
+#[test]
+fn bad_job_files_fail_with_their_reason_and_good_ones_complete() {
+    let d = Drain::new("drain-bad");
+    let wt = d.wt("w");
+    // Queue the files by hand, in name order, the way a careless or hostile user might.
+    fs::create_dir_all(d.dir("queue")).expect("mkdir");
+    let good = |name: &str| format!("worktree = {:?}\nargv = [\"echo\", \"{name}\"]\n", wt);
+    let q = |name: &str| d.dir("queue").join(format!("{name}.toml"));
+    let put = |name: &str, text: &str| fs::write(q(name), text).expect("write job");
+    put("01-good", &good("01"));
+    put("02-not-toml", "worktree = [\n");
+    put("03-unknown-key", &format!("{}sudo = true\n", good("03")));
+    put(
+        "04-outside-roots",
+        &format!("worktree = {:?}\nargv = [\"true\"]\n", d.sb.outside()),
+    );
+    put(
+        "05-missing-worktree",
+        &format!(
+            "worktree = {:?}\nargv = [\"true\"]\n",
+            d.work().join("nope")
+        ),
+    );
+    fs::write(d.sb.root.join("target.toml"), good("06")).expect("write");
+    std::os::unix::fs::symlink(d.sb.root.join("target.toml"), q("06-symlink")).expect("symlink");
+    fs::create_dir(q("07-directory")).expect("mkdir");
+    let st = Command::new("mkfifo")
+        .arg(q("08-fifo"))
+        .status()
+        .expect("mkfifo");
+    assert!(st.success());
+    assert!(fs::symlink_metadata(q("08-fifo"))
+        .expect("fifo")
+        .file_type()
+        .is_fifo());
+    put(
+        "09-too-large",
+        &format!("{}#{}\n", good("09"), "x".repeat(64 * 1024)),
+    );
+    put("10-foreign-owner", &good("10"));
+    std::os::unix::fs::chown(q("10-foreign-owner"), Some(4242), Some(4242)).expect("chown");
+    put(
+        "11-denied-env",
+        &format!("{}env = [\"LD_PRELOAD\"]\n", good("11")),
+    );
+    put("12-relative", "worktree = \"w\"\nargv = [\"true\"]\n");
+    put(
+        "13-empty-argv",
+        &format!("worktree = {:?}\nargv = []\n", wt),
+    );
+    put(
+        "14-not-found",
+        &format!("worktree = {:?}\nargv = [\"no-such-cmd\"]\n", wt),
+    );
+    put("15-good", &good("15"));
+
+    d.once();
+    let ids: Vec<String> = [
+        "01-good",
+        "02-not-toml",
+        "03-unknown-key",
+        "04-outside-roots",
+        "05-missing-worktree",
+        "06-symlink",
+        "07-directory",
+        "08-fifo",
+        "09-too-large",
+        "10-foreign-owner",
+        "11-denied-env",
+        "12-relative",
+        "13-empty-argv",
+        "14-not-found",
+        "15-good",
+    ]
+    .map(String::from)
+    .to_vec();
+    d.assert_each_finished_once(&ids);
+    for (id, expect) in [
+        ("02-not-toml", "refused: invalid job file"),
+        ("03-unknown-key", "sudo"),
+        ("04-outside-roots", "outside the configured worktree roots"),
+        ("05-missing-worktree", "does not exist"),
+        ("06-symlink", "symbolic link"),
+        ("07-directory", "not a regular file"),
+        ("08-fifo", "not a regular file"),
+        ("09-too-large", "limit"),
+        ("10-foreign-owner", "owned by uid 4242"),
+        ("11-denied-env", "denylist"),
+        ("12-relative", "not an absolute path"),
+        ("13-empty-argv", "`argv` is empty"),
+        ("14-not-found", "not started: executing no-such-cmd"),
+    ] {
+        let (state, r) = d.expect_result(id);
+        assert_eq!(state, "failed", "{id}");
+        let reason = r.get("reason").cloned().unwrap_or_default();
+        assert!(reason.contains(expect), "{id}: {reason:?} lacks {expect:?}");
+    }
+    for id in ["01-good", "15-good"] {
+        assert_eq!(d.expect_result(id).0, "done", "{id}");
+    }
+    assert_eq!(d.log_of("15-good"), "15\n");
+    assert_eq!(
+        d.expect_result("14-not-found")
+            .1
+            .get("exit_code")
+            .map(String::as_str),
+        Some("127")
+    );
+}
+
+#[test]
+fn a_timeout_kills_the_jobs_group_and_says_so() {
+    let d = Drain::new("drain-timeout");
+    let wt = d.wt("w");
+    let id = d.submit(
+        &wt,
+        &["--timeout", "1s"],
+        &["sh", "-c", "sleep 300 & echo $! > bg.pid; sleep 300"],
+    );
+    d.once();
+    let (state, r) = d.expect_result(&id);
+    assert_eq!(state, "failed");
+    assert_eq!(
+        r.get("reason").map(String::as_str),
+        Some("timed out after 1s")
+    );
+    assert_eq!(r.get("signal").map(String::as_str), Some("15"));
+    let bg = read_pid(&wt.join("bg.pid"));
+    wait_for("the background process to die", || !alive(bg));
+}
+
+#[test]
+fn jobs_run_in_parallel_with_jobs_n() {
+    let d = Drain::new("drain-parallel");
+    // Each job waits (up to 30 s) for the other to have started: only together do both pass.
+    let meet = |me: &str, other: &str| {
+        format!(
+            "touch \"$HOME/{me}\"; i=0; \
+             while [ ! -e \"$HOME/{other}\" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+             [ -e \"$HOME/{other}\" ]"
+        )
+    };
+    let ids = [
+        d.submit_sh(&d.wt("a"), &meet("one", "two")),
+        d.submit_sh(&d.wt("b"), &meet("two", "one")),
+    ];
+    run(d.drain().args(["--once", "--jobs", "2"]));
+    for id in &ids {
+        assert_eq!(d.expect_result(id).0, "done", "{id}");
+    }
+}
+
+#[test]
+fn an_idle_daemon_sleeps_in_poll_with_no_timeout() {
+    let d = Drain::new("drain-idle");
+    let sock_path = d.sb.root.join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).expect("bind");
+    sock.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let daemon = d.start(
+        "idle",
+        &[],
+        &[("NOTIFY_SOCKET", sock_path.to_str().expect("utf-8"))],
+    );
+    let mut buf = [0u8; 64];
+    sock.recv(&mut buf).expect("READY=1");
+    // /proc/PID/syscall: "NR arg1 … arg6 sp pc" while blocked. poll(2) is 7 with the
+    // timeout in arg 3; ppoll(2) is 271 with a NULL timespec for "forever".
+    let mut blocked = String::new();
+    wait_for("the daemon to block", || {
+        blocked = fs::read_to_string(format!("/proc/{}/syscall", daemon.pid())).unwrap_or_default();
+        !blocked.starts_with("running")
+    });
+    let f: Vec<&str> = blocked.split_whitespace().collect();
+    let forever = match f.first() {
+        Some(&"7") => matches!(f.get(3), Some(&"0xffffffff") | Some(&"0xffffffffffffffff")),
+        Some(&"271") => f.get(3) == Some(&"0x0"),
+        _ => false,
+    };
+    assert!(forever, "not sleeping in poll without a timeout: {blocked}");
+    // And it stays asleep: no CPU time over a second of idling.
+    let ticks = || {
+        let stat = fs::read_to_string(format!("/proc/{}/stat", daemon.pid())).expect("stat");
+        let rest: Vec<u64> = stat
+            .rsplit_once(')')
+            .expect("stat")
+            .1
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|v| v.parse().expect("ticks"))
+            .collect();
+        rest[0] + rest[1]
+    };
+    let before = ticks();
+    let mut stat_reads = 0;
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        stat_reads += 1;
+    }
+    assert!(stat_reads > 0);
+    assert_eq!(ticks(), before, "an idle daemon used CPU");
+}
+
+#[test]
+fn sighup_reloads_the_configuration() {
+    let d = Drain::new("drain-hup");
+    fs::create_dir_all(d.sb.root.join("more/w")).expect("mkdir");
+    let more = d.sb.root.join("more");
+    let mut daemon = d.start("hup", &[], &[]);
+    let first = d.submit(&more.join("w"), &[], &["true"]);
+    wait_for("the first job to be refused", || d.result(&first).is_some());
+    let (state, r) = d.expect_result(&first);
+    assert_eq!(state, "failed");
+    assert!(r["reason"].contains("outside"), "{r:?}");
+
+    d.write_config(&[d.work(), more.clone()], "1s");
+    daemon.signal("HUP");
+    wait_for("the reload", || {
+        daemon.log().contains("configuration reloaded")
+    });
+    let second = d.submit(&more.join("w"), &[], &["true"]);
+    wait_for("the second job", || d.result(&second).is_some());
+    assert_eq!(d.expect_result(&second).0, "done", "{}", daemon.log());
+    daemon.signal("TERM");
+    assert_eq!(daemon.wait().code(), Some(0));
+}
+
+#[test]
+fn a_job_gets_the_variables_it_names_and_no_others() {
+    let d = Drain::new("drain-env");
+    let id = d.submit(
+        &d.wt("w"),
+        &["--env", "MY_TOKEN"],
+        &["sh", "-c", "echo token=$MY_TOKEN other=$OTHER_SECRET"],
+    );
+    let mut c = d.drain();
+    c.arg("--once")
+        .env("MY_TOKEN", "passed")
+        .env("OTHER_SECRET", "leaked");
+    let out = run(&mut c);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(d.log_of(&id), "token=passed other=\n");
+}
+
+#[test]
+fn submit_refuses_what_the_daemon_would_refuse() {
+    let d = Drain::new("drain-submit");
+    let wt = d.wt("w");
+    for (extra, needle) in [
+        (&["--timeout", "5"][..], "not a duration"),
+        (&["--env", "LD_PRELOAD"][..], "denylist"),
+        (&["--agent", "../x"][..], "agent"),
+    ] {
+        let mut c = d.sb.landwall();
+        c.arg("submit")
+            .arg("--spool")
+            .arg(d.spool())
+            .arg("--worktree")
+            .arg(&wt)
+            .args(extra)
+            .args(["--", "true"]);
+        let out = run(&mut c);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert!(stderr(&out).contains(needle), "{extra:?}: {}", stderr(&out));
+    }
+    assert!(d.names("queue").is_empty());
+    // And the file a good submit writes is one the daemon takes.
+    let id = d.submit(&wt, &["--timeout", "1m"], &["echo", "ok"]);
+    let mut text = String::new();
+    fs::File::open(d.dir("queue").join(format!("{id}.toml")))
+        .expect("queued")
+        .read_to_string(&mut text)
+        .expect("read");
+    assert!(text.contains("timeout = \"1m\""), "{text}");
+    d.once();
+    assert_eq!(d.log_of(&id), "ok\n");
+}
