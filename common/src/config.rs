@@ -329,8 +329,13 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
         let meta = file.metadata().map_err(read_err)?;
         let dir = path.parent().unwrap_or(Path::new("/"));
         let dir_meta = std::fs::metadata(dir).map_err(read_err)?;
-        for (what, m, p) in [("file", &meta, path), ("directory", &dir_meta, dir)] {
-            if m.uid() != 0 || m.mode() & 0o022 != 0 {
+        // A sticky directory (like /var/tmp) does not let others replace root's file.
+        let sticky = dir_meta.mode() & 0o1000 != 0;
+        for (what, m, p, ok_if_sticky) in [
+            ("file", &meta, path, false),
+            ("directory", &dir_meta, dir, sticky),
+        ] {
+            if m.uid() != 0 || (m.mode() & 0o022 != 0 && !ok_if_sticky) {
                 return Err(ConfigError::Invalid {
                     path: path.to_path_buf(),
                     line: None,

@@ -29,6 +29,8 @@ use std::path::PathBuf;
 /// The documented exit statuses (the shim passes the agent's own status through once it
 /// has exec'd; these are only ever landwall's).
 pub mod exit {
+    /// `landwall doctor` found that the shim cannot work on this machine.
+    pub const DOCTOR_FAILED: i32 = 1;
     /// Bad command line (admin CLI).
     pub const USAGE: i32 = 2;
     /// Writing the answer failed (stdout closed or full).

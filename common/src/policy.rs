@@ -39,7 +39,8 @@ impl Access {
 
 impl fmt::Display for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        // `pad` so that `{:<17}` columns line up.
+        f.pad(match self {
             Access::ListOnly => "list-only",
             Access::ReadOnly => "read-only",
             Access::ReadWrite => "read-write",
@@ -267,7 +268,7 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
             // hook or core.fsmonitor planted here runs later outside the wall.
             b.add(git_dir, Access::ReadWrite, "the linked worktree's own git dir")?;
             b.add(common, Access::ReadOnly, "the repository's git dir (config, hooks: read-only)")?;
-            for sub in ["objects", "refs", "logs"] {
+            for sub in ["objects", "refs", "logs", "reftable"] {
                 b.add_if_present(&common.join(sub), Access::ReadWrite, "git objects, refs and logs the worktree commits into");
             }
         }

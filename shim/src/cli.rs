@@ -190,7 +190,16 @@ struct PolicyJson<'a> {
     git: GitJson<'a>,
     min_abi: u32,
     rules: Vec<RuleJson<'a>>,
+    denied: &'a [PathBuf],
+    network: NetJson<'a>,
     env: EnvJson,
+    notes: &'a [String],
+}
+
+#[derive(Serialize)]
+struct NetJson<'a> {
+    connect_tcp: Option<&'a [u16]>,
+    bind_tcp: Option<&'a [u16]>,
 }
 
 #[derive(Serialize)]
@@ -210,6 +219,7 @@ struct RuleJson<'a> {
 #[derive(Serialize)]
 struct EnvJson {
     passed: Vec<String>,
+    set: Vec<String>,
     dropped: Vec<String>,
     allow: Vec<String>,
     deny: Vec<String>,
@@ -266,7 +276,19 @@ fn policy(
                 reason: &r.reason,
             })
             .collect(),
+        denied: &policy.denied,
+        network: NetJson {
+            connect_tcp: policy.network.connect_tcp.as_deref(),
+            bind_tcp: policy.network.bind_tcp.as_deref(),
+        },
+        notes: &policy.notes,
         env: EnvJson {
+            set: policy
+                .env_defaults
+                .iter()
+                .filter(|(k, _)| var(vars, &k.to_string_lossy()).is_none())
+                .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                .collect(),
             passed: names(passed),
             dropped: names(dropped),
             allow: policy
@@ -317,8 +339,30 @@ fn render_policy(p: &PolicyJson<'_>) -> String {
     for r in &p.rules {
         let _infallible = writeln!(s, "  {:<17} {}  ({})", r.access, r.path.display(), r.reason);
     }
+    for d in p.denied {
+        let _infallible = writeln!(s, "  {:<17} {}  (deny)", "denied", d.display());
+    }
+    let ports = |l: Option<&[u16]>| match l {
+        None => "not restricted".to_string(),
+        Some(l) => format!(
+            "only {}",
+            l.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
+        ),
+    };
+    let _infallible = writeln!(
+        s,
+        "network    TCP connect: {}; TCP bind: {}; UDP: not restricted",
+        ports(p.network.connect_tcp),
+        ports(p.network.bind_tcp)
+    );
     let _infallible = writeln!(s, "environment passed: {}", p.env.passed.join(" "));
+    if !p.env.set.is_empty() {
+        let _infallible = writeln!(s, "environment set: {}", p.env.set.join(" "));
+    }
     let _infallible = writeln!(s, "environment dropped: {}", p.env.dropped.join(" "));
+    for n in p.notes {
+        let _infallible = writeln!(s, "note: {n}");
+    }
     s
 }
 

@@ -63,14 +63,16 @@ pub fn run(vars: &plan::Vars) -> i32 {
                 release.trim()
             ));
             for (name, since, on) in wall::features(abi) {
-                line(format!(
-                    "  [{}] {name} (ABI {since}){}",
-                    if on { "x" } else { " " },
-                    if on {
-                        ""
-                    } else {
-                        ": not enforced by this kernel"
+                let when = match (on, since) {
+                    (false, _) => ": NOT available on this kernel, so not enforced",
+                    (true, 4) if !config.network.is_restricted() => {
+                        ": available; enforced only when [network] lists ports"
                     }
+                    (true, _) => ": enforced",
+                };
+                line(format!(
+                    "  [{}] {name} (ABI {since}){when}",
+                    if on { "x" } else { " " }
                 ));
             }
             let source = if config.min_abi == DEFAULT_MIN_ABI {
@@ -100,25 +102,9 @@ pub fn run(vars: &plan::Vars) -> i32 {
         line(agent_line(agent, vars, &config, me));
     }
 
-    // What the default policy leaves open.
-    if let Some(home) = var(vars, "HOME") {
-        let home = Path::new(home);
-        let exposed: Vec<String> = [
-            ".bashrc",
-            ".profile",
-            ".zshrc",
-            ".ssh",
-            ".gitconfig",
-            ".config/landwall",
-        ]
-        .iter()
-        .map(|p| home.join(p).display().to_string())
-        .collect();
-        line(format!(
-            "exposure    $HOME ({}) is writable under the default policy: an agent can plant code in {} that runs in your next, unwalled shell",
-            home.display(),
-            exposed.join(", ")
-        ));
+    // What the policy for this directory leaves open.
+    for l in exposure(vars, &config) {
+        line(l);
     }
     line(if ok {
         "result      the shim can wall agents in on this machine".to_string()
@@ -137,7 +123,7 @@ pub fn run(vars: &plan::Vars) -> i32 {
     if ok {
         0
     } else {
-        1
+        landwall::exit::DOCTOR_FAILED
     }
 }
 
@@ -187,4 +173,64 @@ fn agent_line(
         }
     }
     s
+}
+
+/// Sensitive paths a user would not want an agent to write, relative to `$HOME`.
+const SENSITIVE_IN_HOME: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".ssh",
+    ".gitconfig",
+    ".config/git",
+    ".config/landwall/landwall.toml",
+];
+
+/// Which sensitive paths the agent could write under the policy for the cwd.
+fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
+    let cwd = match std::env::current_dir() {
+        Ok(c) => c,
+        Err(e) => return vec![format!("exposure    cannot read the cwd: {e}")],
+    };
+    let policy = match plan::build_policy("claude", None, &cwd, None, vars, config) {
+        Ok(p) => p,
+        Err(e) => return vec![format!("exposure    no policy for {}: {e}", cwd.display())],
+    };
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(home) = var(vars, "HOME") {
+        candidates.extend(SENSITIVE_IN_HOME.iter().map(|p| Path::new(home).join(p)));
+    }
+    let git_dirs: Vec<PathBuf> = match &policy.worktree.git {
+        landwall::worktree::GitLayout::Main { git_dir } => vec![git_dir.clone()],
+        // Git reads hooks and config from the common dir (a submodule's own git dir).
+        landwall::worktree::GitLayout::Linked {
+            git_dir,
+            common_dir,
+        } => vec![common_dir.clone().unwrap_or_else(|| git_dir.clone())],
+        landwall::worktree::GitLayout::None => Vec::new(),
+    };
+    for g in git_dirs {
+        candidates.push(g.join("config"));
+        candidates.push(g.join("hooks"));
+    }
+    let writable: Vec<String> = candidates
+        .iter()
+        .filter(|p| policy.decide(p).rule.is_some_and(|r| r.access.writes()))
+        .map(|p| p.display().to_string())
+        .collect();
+    let mut out = vec![if writable.is_empty() {
+        format!(
+            "exposure    in {}: none of the sensitive paths checked is writable by the agent",
+            policy.worktree.root.display()
+        )
+    } else {
+        format!(
+            "exposure    in {}, the agent can write: {} (code planted there can run later outside the wall)",
+            policy.worktree.root.display(),
+            writable.join(", ")
+        )
+    }];
+    out.extend(policy.notes.iter().map(|n| format!("note        {n}")));
+    out
 }

@@ -679,3 +679,228 @@ fn doctor_reports_and_fails_when_the_shim_cannot_work() {
         .arg("doctor"));
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
 }
+
+/// A main repository with one commit on `main`, a bare remote it pushed to, and a linked
+/// worktree on branch `task`; `ref_format` is "files" or "reftable".
+fn linked_repo(sb: &Sandbox, ref_format: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let main = sb.root.join("main");
+    let remote = sb.root.join("remote.git");
+    let linked = sb.root.join("linked");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    sb.git(
+        &main,
+        &["init", "-q", &format!("--ref-format={ref_format}")],
+    );
+    std::fs::write(main.join("README"), "main\n").expect("write");
+    sb.git(&main, &["add", "README"]);
+    sb.git(&main, &["commit", "-qm", "initial"]);
+    sb.git(&sb.root, &["init", "-q", "--bare", "remote.git"]);
+    sb.git(
+        &main,
+        &["remote", "add", "origin", remote.to_str().expect("utf8")],
+    );
+    sb.git(&main, &["push", "-q", "origin", "main"]);
+    std::fs::write(main.join("README"), "main 2\n").expect("write");
+    sb.git(&main, &["commit", "-qam", "second"]);
+    sb.git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().expect("utf8"),
+            "-b",
+            "task",
+            "HEAD~1",
+        ],
+    );
+    (main, linked)
+}
+
+/// Commit, branch, stash, rebase and a fetch from a local remote work in a linked worktree;
+/// the repository's config, hooks and info stay read-only.
+fn git_operations_and_protected_metadata(ref_format: &str) {
+    let sb = Sandbox::new(&format!("gitops-{ref_format}"));
+    let (main, linked) = linked_repo(&sb, ref_format);
+    let git_dir = main.join(".git");
+    let config_before = std::fs::read(git_dir.join("config")).expect("config");
+    let cfg = sb.config(&format!(
+        "read_only = [\"{}\"]\n",
+        sb.root.join("remote.git").display()
+    ));
+    sb.agent_script(
+        "claude",
+        "export GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=agent@landwall.invalid\n\
+         export GIT_COMMITTER_NAME=agent GIT_COMMITTER_EMAIL=agent@landwall.invalid\n\
+         step() { name=$1; shift; if \"$@\" >/dev/null 2>>git.err; then echo \"$name ok\"; else echo \"$name FAILED\"; fi; }\n\
+         echo work > work.txt; git add work.txt\n\
+         step commit git commit -qm 'agent commit'\n\
+         step branch git branch agent-branch\n\
+         echo more >> work.txt\n\
+         step stash git stash -q\n\
+         step stash-pop git stash pop -q\n\
+         step commit2 git commit -qam 'agent commit 2'\n\
+         step rebase git rebase -q main\n\
+         step fetch git fetch -q origin\n\
+         echo '[core]' >> \"$GIT_COMMON/config\" 2>/dev/null && echo 'config WRITABLE'\n\
+         echo 'evil' > \"$GIT_COMMON/hooks/post-checkout\" 2>/dev/null && echo 'hook WRITABLE'\n\
+         echo 'x' > \"$GIT_COMMON/info/exclude\" 2>/dev/null && echo 'info WRITABLE'\n\
+         echo 'x' > \"$GIT_COMMON/planted\" 2>/dev/null && echo 'gitdir WRITABLE'\n\
+         step config-cmd git config core.fsmonitor evil\n\
+         echo end",
+    );
+    let script = sb.agents().join("claude-real");
+    let text = std::fs::read_to_string(&script).expect("read script");
+    std::fs::write(
+        &script,
+        text.replace("$GIT_COMMON", &git_dir.display().to_string()),
+    )
+    .expect("write script");
+    let out = run(sb
+        .shim("claude")
+        .current_dir(&linked)
+        .env("LANDWALL_CONFIG", &cfg));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "commit ok\nbranch ok\nstash ok\nstash-pop ok\ncommit2 ok\nrebase ok\nfetch ok\nconfig-cmd FAILED\nend\n",
+        "git.err:\n{}",
+        std::fs::read_to_string(linked.join("git.err")).unwrap_or_default()
+    );
+    let log = sb.git(&main, &["log", "--format=%s", "task"]);
+    assert_eq!(
+        stdout(&log),
+        "agent commit 2\nagent commit\nsecond\ninitial\n",
+        "rebased onto main"
+    );
+    sb.git(&main, &["rev-parse", "--verify", "-q", "agent-branch"]);
+    sb.git(
+        &main,
+        &["rev-parse", "--verify", "-q", "refs/remotes/origin/main"],
+    );
+    assert_eq!(
+        std::fs::read(git_dir.join("config")).expect("config"),
+        config_before
+    );
+    assert!(!git_dir.join("hooks/post-checkout").exists() && !git_dir.join("planted").exists());
+}
+
+#[test]
+fn git_operations_in_a_linked_worktree_files_backend() {
+    git_operations_and_protected_metadata("files");
+}
+
+#[test]
+fn git_operations_in_a_linked_worktree_reftable_backend() {
+    git_operations_and_protected_metadata("reftable");
+}
+
+#[test]
+fn main_worktree_git_metadata_exposure_is_reported() {
+    let sb = Sandbox::new("mainnote");
+    sb.git(&sb.wt(), &["init", "-q"]);
+    let out = run(sb.landwall().arg("policy"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("main worktree"), "{}", stdout(&out));
+    let out = run(sb.landwall().arg("doctor"));
+    assert!(stdout(&out).contains("main worktree"), "{}", stdout(&out));
+}
+
+#[test]
+fn strict_home_leaves_only_the_agent_state_writable() {
+    let sb = Sandbox::new("stricthome");
+    std::fs::write(sb.home().join(".bashrc"), "# user's rc\n").expect("write rc");
+    let cfg = sb.config("home = \"strict\"\n");
+    let h = sb.probe();
+    let home = sb.home();
+    sb.agent_script(
+        "claude",
+        &format!(
+            "\"{h}\" write \"{home}/.bashrc\"; echo \"bashrc $?\"\n\
+             \"{h}\" mkdir \"{home}/.ssh\"; echo \"ssh $?\"\n\
+             \"{h}\" write \"{home}/.claude/state.json\"; echo \"claude $?\"\n\
+             \"{h}\" write \"{home}/.cache/x\"; echo \"cache $?\"\n\
+             \"{h}\" read \"{home}/.bashrc\"; echo \"read $?\"\n\
+             echo \"CLAUDE_CONFIG_DIR=$CLAUDE_CONFIG_DIR\"",
+            h = h.display(),
+            home = home.display()
+        ),
+    );
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "bashrc {EACCES}\nssh {EACCES}\nclaude 0\ncache 0\nread 0\nCLAUDE_CONFIG_DIR={}\n",
+            home.join(".claude").display()
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).expect("rc"),
+        "# user's rc\n"
+    );
+    // A CLAUDE_CONFIG_DIR the user set is kept.
+    sb.agent_script("claude", "echo \"CLAUDE_CONFIG_DIR=$CLAUDE_CONFIG_DIR\"");
+    let out = run(sb
+        .shim("claude")
+        .env("LANDWALL_CONFIG", &cfg)
+        .env("CLAUDE_CONFIG_DIR", "/elsewhere"));
+    assert_eq!(stdout(&out), "CLAUDE_CONFIG_DIR=/elsewhere\n");
+}
+
+#[test]
+fn deny_carves_a_path_out_of_the_worktree() {
+    let sb = Sandbox::new("deny");
+    std::fs::create_dir_all(sb.wt().join("secrets")).expect("mkdir");
+    std::fs::write(sb.wt().join("secrets/key"), "k\n").expect("write");
+    std::fs::create_dir_all(sb.wt().join("src")).expect("mkdir");
+    std::fs::write(sb.wt().join(".env"), "TOKEN=1\n").expect("write");
+    let cfg = sb.config(&format!(
+        "deny = [\"{wt}/secrets\", \"{wt}/.env*\"]\n",
+        wt = sb.wt().display()
+    ));
+    let h = sb.probe();
+    let wt = sb.wt();
+    sb.agent_script(
+        "claude",
+        &format!(
+            "\"{h}\" read \"{wt}/secrets/key\"; echo \"secret $?\"\n\
+             \"{h}\" read \"{wt}/.env\"; echo \"env $?\"\n\
+             \"{h}\" write \"{wt}/src/main.rs\"; echo \"src $?\"\n\
+             \"{h}\" write \"{wt}/new-top-level\"; echo \"top $?\"",
+            h = h.display(),
+            wt = wt.display()
+        ),
+    );
+    // The marker the stand-in writes first lands at the worktree's top level, which a deny
+    // makes list-only: run it from src/ instead.
+    let out = run(sb
+        .shim("claude")
+        .env("LANDWALL_CONFIG", &cfg)
+        .current_dir(wt.join("src")));
+    assert_eq!(
+        stdout(&out),
+        format!("secret {EACCES}\nenv {EACCES}\nsrc 0\ntop {EACCES}\n"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(sb.ran_in(&wt.join("src")));
+}
+
+#[test]
+fn system_config_writable_by_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new("cfgperm");
+    sb.agent_script("claude", "true");
+    let cfg = sb.config("min_abi = 3\n");
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::os::unix::fs::chown(&cfg, Some(65534), None).expect("chown to nobody");
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+    std::os::unix::fs::chown(&cfg, Some(0), None).expect("chown back");
+    let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
