@@ -602,6 +602,7 @@ impl Daemon {
         let id = r.id.clone();
         if self.stopping.is_some()
             && not_started.is_none()
+            && !r.timed_out
             && (r.stop_signalled || status.signal().is_some())
         {
             spool::put_back(&self.spool, &id)?;
@@ -766,10 +767,10 @@ impl Daemon {
         match self.spawn(&id, &spec, &worktree) {
             Ok(r) => {
                 log::info!(
-                    "job {id}: started (process group {}) in {}: {}",
+                    "job {id}: started (process group {}) in {}: {:?}",
                     r.pid,
                     worktree.display(),
-                    spec.argv.join(" ")
+                    spec.argv
                 );
                 self.running.push(r);
             }

@@ -10,7 +10,8 @@
 //! Steps, in order: die with the daemon (parent-death signal, then check the parent is
 //! still the daemon); take the status pipe; mark inherited descriptors close-on-exec; read
 //! the configuration; find the command on PATH; build the policy (worktree, agent, extra
-//! variable names); drop capabilities, no_new_privs, Landlock, seccomp, self-check; exec.
+//! variable names) and check its worktree is still the one the daemon checked; drop
+//! capabilities, no_new_privs, Landlock, seccomp, self-check; exec.
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -23,6 +24,7 @@ use nix::sys::signal::Signal;
 use landwall::config::{self, ConfigPaths};
 use landwall::env::{EnvPattern, EnvPolicy};
 use landwall::launch::{self, LiveKernel};
+use landwall::worktree::WorktreeError;
 use landwall::{plan, Error};
 
 use crate::args::RunJobArgs;
@@ -105,6 +107,17 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
         &vars,
         &config,
     )?;
+    // The daemon checked this real path against the roots; if it resolves elsewhere now (a
+    // directory swapped for a symlink since), refuse rather than wall the job in elsewhere.
+    if policy.worktree.root != args.worktree {
+        return Err(Error::Worktree(WorktreeError::Resolve {
+            path: args.worktree.clone(),
+            source: std::io::Error::other(format!(
+                "it resolves to {} now, not to the directory the daemon checked",
+                policy.worktree.root.display()
+            )),
+        }));
+    }
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
         allow.extend(config.agent(&args.agent).env_allow);

@@ -953,3 +953,33 @@ fn submit_refuses_what_the_daemon_would_refuse() {
     d.once();
     assert_eq!(d.log_of(&id), "ok\n");
 }
+
+#[test]
+fn the_runner_refuses_a_worktree_that_resolves_elsewhere_than_checked() {
+    // The daemon passes the real path it checked; a directory swapped for a symlink since
+    // (to another job's worktree, say) must not be walled into.
+    let d = Drain::new("drain-swap");
+    let other = d.wt("other");
+    let swapped = d.work().join("swapped");
+    std::os::unix::fs::symlink(&other, &swapped).expect("symlink");
+    let mut c = Command::new(bin_dir().join("landwall-drain"));
+    d.sb.clean_env(&mut c);
+    c.arg("__run-job")
+        .arg("--config")
+        .arg(d.config_path())
+        .arg("--worktree")
+        .arg(&swapped)
+        .args(["--agent", "claude", "--parent"])
+        .arg(std::process::id().to_string())
+        .args(["--", "sh", "-c", "echo ran > marker"])
+        .current_dir(&other)
+        .stdin(Stdio::null());
+    let out = run(&mut c);
+    assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not to the directory the daemon checked"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!other.join("marker").exists());
+}
