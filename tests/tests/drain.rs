@@ -450,7 +450,13 @@ fn a_daemon_killed_mid_batch_loses_nothing() {
         "the batch was over before the kill"
     );
     let out = d.once();
-    assert!(stderr(&out).contains("queued again"), "{}", stderr(&out));
+    // The kill lands while a job runs (it goes back to the queue) or, now and then, between
+    // its result and its move to done/ (the move is completed).
+    let err = stderr(&out);
+    assert!(
+        err.contains("queued again") || err.contains("result was recorded"),
+        "{err}"
+    );
     d.assert_each_finished_once(&ids);
     for (i, id) in ids.iter().enumerate() {
         let (state, _) = d.expect_result(id);
