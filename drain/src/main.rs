@@ -8,7 +8,6 @@
 //! for the job's worktree, puts up its own Landlock layer and execs the job.
 #![forbid(unsafe_code)]
 
-mod args;
 mod daemon;
 mod notify;
 mod procs;
@@ -18,6 +17,8 @@ mod selfwall;
 use std::process::ExitCode;
 
 use clap::Parser;
+
+use landwall_drain::args;
 
 /// The documented exit statuses of `landwall-drain` (also in `--help` and docs/drain.md).
 pub mod exit {

@@ -80,6 +80,14 @@ enum Command {
     /// List the drain spool's jobs: ID, state (queued, running, done, failed), exit status,
     /// times.
     Jobs(crate::jobs::JobsArgs),
+    /// Put the shim directory first on PATH in your shell startup files, or take it out
+    /// again: `landwall shim enable --user`, `landwall shim disable --user`.
+    Shim(crate::shimcmd::ShimArgs),
+}
+
+/// The clap definition of the admin CLI, for the man page and the shell completions (xtask).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 /// Starts `env_logger` only when `LANDWALL_LOG` is set: on the launch path a logger that
@@ -132,6 +140,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
         },
         Command::Submit(args) => return crate::jobs::submit(&vars, args),
         Command::Jobs(args) => return crate::jobs::jobs(&vars, args),
+        Command::Shim(args) => return crate::shimcmd::run(&vars, args),
     };
     match result {
         Ok(()) => 0,

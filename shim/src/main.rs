@@ -3,14 +3,11 @@
 //! PATH) it is the shim that walls that agent in and execs it.
 #![forbid(unsafe_code)]
 
-mod cli;
-mod doctor;
-mod jobs;
-mod shim;
-
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::ExitCode;
+
+use landwall_cli::{cli, shim};
 
 fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
