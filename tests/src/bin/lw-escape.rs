@@ -1,0 +1,1216 @@
+//! Escape attempts for landwall's escape suite (`tests/tests/escape.rs`). Not shipped.
+//!
+//! Each attempt subcommand tries to reach one thing an agent inside the wall must not reach,
+//! and prints nothing on stdout but one final line:
+//! - `ESCAPED <details>` (exit 0) if it reached its target;
+//! - `BLOCKED <step>: <errno or reason>` (exit 1) if it did not.
+//!
+//! Usage errors exit 2. A few subcommands check something the wall must still *allow*
+//! (`connect` to a listed port, `tty-ioctls`, `kill-child`): the same words apply, ESCAPED
+//! meaning "reached its target".
+//!
+//! Attempts:
+//! - `read PATH [NEEDLE]` (with NEEDLE, only content containing it counts), `list DIR`, `write PATH` (appends a line, creating the file if needed);
+//! - `symlink TARGET LINK`: create LINK → TARGET, then read through LINK;
+//! - `hardlink SRC DST`, `rename SRC DST`;
+//! - `fd N [NAME]`: use an inherited descriptor (read it; a directory: openat NAME in it);
+//! - `ptrace-attach PID`, `ptrace-seize PID`, `vm-read PID ADDR LEN`, `mem PID ADDR LEN`
+//!   (through `/proc/PID/mem`), `pidfd-getfd PID N` (copy PID's descriptor N and read it);
+//! - `kill PID SIG` (SIG: a number or a name such as `USR1`), `kill-child`;
+//! - `abstract NAME`: connect to the abstract unix socket `@NAME`;
+//! - `tiocsti [--high|--i386]`, `tioclinux [--high]`: on stdin, the plain ioctl number, with
+//!   bit 32 set (CVE-2019-10063), or through the i386 system call entry (`int 0x80`);
+//!   `tty-ioctls`: the ordinary terminal ioctls and devices;
+//! - `mount DIR`, `userns-mount DIR`, `chroot-walk JAIL PATH`;
+//! - `run PROG ARGS…`: exec PROG (a setuid or file-capability program) as a child and pass
+//!   on its verdict; a refused exec is BLOCKED;
+//! - `ids`: whether this process holds privilege (euid 0 with another real uid, or any
+//!   effective capability) — run through a setuid or file-capability copy of this binary;
+//! - `env`: whether loader or shell injection variables (`LD_*`, `BASH_ENV`, …) arrived, or
+//!   a library named `*lwpreload*` is mapped;
+//! - `connect HOST:PORT`, `mptcp HOST:PORT`;
+//! - `open-dev PATH r|w|rw`, `kmsg NONCE` (writes a debug-level line to the kernel log).
+//!
+//! Launchers, run by the tests outside the wall:
+//! - `parent [--child-cwd DIR] [--open N=PATH]… [--leak N=PATH]… [--report FILE] -- CMD…`:
+//!   the process that launches the shim. `--open` holds PATH as descriptor N close-on-exec
+//!   (for `/proc/<parent>/fd/N`); `--leak` holds it without close-on-exec, so the child
+//!   inherits it. SIGUSR1 is blocked, and `--report` records whether one arrived. In CMD,
+//!   `@PPID@` becomes this process's pid, `@ADDR@`/`@LEN@` the address and length of a secret
+//!   in its memory. Exits with the child's status.
+//! - `pty -- CMD…`: runs CMD with a new pty as its controlling terminal and stdio; relays its
+//!   output to stderr (`child: …`); then prints `ESCAPED injected …` if input is waiting on
+//!   the terminal (what the user's shell would read next), else `BLOCKED nothing injected`.
+//! - `ctty PATH [--stdin] -- CMD…`: new session, PATH as controlling terminal on stdio (only
+//!   stdin with `--stdin`), exec CMD.
+//! - `pause`: sleep until a signal ends the process.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{exit, Command, Stdio};
+
+use nix::errno::Errno;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::unistd::Pid;
+
+/// The raw system calls the safe crates do not wrap. Every `unsafe` block of this binary is
+/// here.
+mod raw {
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+    /// Bit 32 of an ioctl request: the kernel truncates `cmd` to 32 bits, a 64-bit filter
+    /// compare does not (CVE-2019-10063).
+    const HIGH_BIT: u64 = 1 << 32;
+
+    // `c_ulong` is `u64` on 64-bit targets only.
+    #[allow(clippy::useless_conversion)]
+    fn request(cmd: libc::c_ulong, high: bool) -> u64 {
+        let cmd = u64::from(cmd);
+        if high {
+            cmd | HIGH_BIT
+        } else {
+            cmd
+        }
+    }
+
+    fn check(r: libc::c_long) -> io::Result<libc::c_long> {
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r)
+        }
+    }
+
+    /// TIOCSTI: pushes `ch` into the input queue of the terminal on `fd`.
+    pub fn tiocsti(fd: BorrowedFd<'_>, ch: u8, high: bool) -> io::Result<()> {
+        let ch: libc::c_char = ch as libc::c_char;
+        // SAFETY: ioctl(fd, TIOCSTI, const char *): the kernel reads one byte from a pointer
+        // to a live local.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_ioctl,
+                fd.as_raw_fd(),
+                request(libc::TIOCSTI, high),
+                &ch as *const libc::c_char,
+            )
+        };
+        check(r).map(drop)
+    }
+
+    /// TIOCSTI through the 32-bit system call entry (`int 0x80`, i386 numbers), which a
+    /// seccomp filter written for x86_64 numbers alone would not recognise. The byte lives in
+    /// a page mapped below 4 GiB, as 32-bit pointers need.
+    #[cfg(target_arch = "x86_64")]
+    pub fn tiocsti_i386(fd: BorrowedFd<'_>, ch: u8) -> io::Result<()> {
+        /// `ioctl` in the i386 system call table.
+        const NR_IOCTL_I386: u32 = 54;
+        // SAFETY: mmap(2) with no address hint and no file maps a fresh anonymous page;
+        // nothing else refers to it.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let byte = page.cast::<u8>();
+        // SAFETY: `byte` points at the start of the writable page mapped just above.
+        unsafe { byte.write(ch) };
+        let addr = u32::try_from(byte as usize).map_err(io::Error::other)?;
+        let request = u32::try_from(libc::TIOCSTI).map_err(io::Error::other)?;
+        let fd = u64::try_from(fd.as_raw_fd()).map_err(io::Error::other)?;
+        let ret: i32;
+        // SAFETY: `int 0x80` enters the kernel's i386 entry with eax = the call number and
+        // ebx, ecx, edx = its arguments (rbx is reserved by the compiler, so it is swapped in
+        // and out of a scratch register). The kernel reads one byte at `addr`, inside the
+        // page mapped above, and clobbers r8–r11, which are declared.
+        unsafe {
+            std::arch::asm!(
+                "xchg {b}, rbx",
+                "int 0x80",
+                "xchg {b}, rbx",
+                b = inout(reg) fd => _,
+                inlateout("eax") NR_IOCTL_I386 => ret,
+                in("ecx") request,
+                in("edx") addr,
+                out("r8") _,
+                out("r9") _,
+                out("r10") _,
+                out("r11") _,
+            );
+        }
+        // SAFETY: unmaps the page mapped above; `byte` is not used after this.
+        unsafe { libc::munmap(page, 4096) };
+        if ret < 0 {
+            Err(io::Error::from_raw_os_error(-ret))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// TIOCLINUX with `subcode`; returns the byte the kernel wrote back.
+    pub fn tioclinux(fd: BorrowedFd<'_>, subcode: u8, high: bool) -> io::Result<u8> {
+        let mut buf = [subcode, 0, 0, 0, 0, 0, 0, 0];
+        // SAFETY: ioctl(fd, TIOCLINUX, char *): the kernel reads the subcode from, and may
+        // write a result into, an 8-byte local buffer that outlives the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_ioctl,
+                fd.as_raw_fd(),
+                request(libc::TIOCLINUX, high),
+                buf.as_mut_ptr(),
+            )
+        };
+        check(r).map(|_| buf[0])
+    }
+
+    /// TIOCGWINSZ: the terminal's window size (rows, columns).
+    pub fn window_size(fd: BorrowedFd<'_>) -> io::Result<(u16, u16)> {
+        let mut ws = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: ioctl(fd, TIOCGWINSZ, struct winsize *) writes one winsize into a live
+        // local of that type.
+        let r = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::TIOCGWINSZ,
+                &mut ws as *mut libc::winsize,
+            )
+        };
+        check(r.into()).map(|_| (ws.ws_row, ws.ws_col))
+    }
+
+    /// `socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)`.
+    pub fn mptcp_socket() -> io::Result<OwnedFd> {
+        // SAFETY: socket(2) takes no pointers.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_MPTCP) };
+        check(fd.into())?;
+        // SAFETY: socket(2) returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Borrows descriptor `fd` if it is open in this process (inherited ones included).
+    pub fn inherited(fd: RawFd) -> io::Result<BorrowedFd<'static>> {
+        // SAFETY: fcntl(F_GETFD) takes no pointers; it only asks whether `fd` is open.
+        let r = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        check(r.into())?;
+        // SAFETY: `fd` is open (checked just above) and this process never closes it: the
+        // borrow lives as long as the process.
+        Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    /// Duplicates `fd` onto exactly `target`, close-on-exec or not.
+    pub fn dup_to(fd: BorrowedFd<'_>, target: RawFd, cloexec: bool) -> io::Result<OwnedFd> {
+        let flags = if cloexec { libc::O_CLOEXEC } else { 0 };
+        // SAFETY: dup3(2) takes no pointers; the caller chose `target` (above 2, not in use).
+        let r = unsafe { libc::dup3(fd.as_raw_fd(), target, flags) };
+        check(r.into())?;
+        // SAFETY: dup3 returned `target`, now a descriptor this function alone owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(r) })
+    }
+
+    /// `pidfd_open(pid, 0)`.
+    pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+        // SAFETY: pidfd_open(2) takes no pointers.
+        let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = RawFd::try_from(check(r)?).map_err(io::Error::other)?;
+        // SAFETY: pidfd_open returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// `pidfd_getfd(pidfd, target, 0)`: a copy of another process's descriptor.
+    pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target: RawFd) -> io::Result<OwnedFd> {
+        // SAFETY: pidfd_getfd(2) takes no pointers.
+        let r = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
+        let fd = RawFd::try_from(check(r)?).map_err(io::Error::other)?;
+        // SAFETY: pidfd_getfd returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Whether `sig` is pending for this process (it is blocked, so it waits there).
+    pub fn pending(sig: libc::c_int) -> io::Result<bool> {
+        // SAFETY: sigset_t is a plain bit set; all zeroes is a valid (empty) value.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: sigpending(2) writes one sigset_t into a live local.
+        let r = unsafe { libc::sigpending(&mut set) };
+        check(r.into())?;
+        // SAFETY: sigismember reads the set initialised above.
+        let r = unsafe { libc::sigismember(&set, sig) };
+        check(r.into()).map(|r| r == 1)
+    }
+}
+
+/// The result of an attempt.
+enum Verdict {
+    Escaped(String),
+    Blocked(String),
+}
+use Verdict::{Blocked, Escaped};
+
+/// `EACCES`, `EPERM`, …: the errno's name, or the error's text when it has none.
+fn errname(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => format!("{:?}", Errno::from_raw(n)),
+        None => e.to_string(),
+    }
+}
+
+fn blocked(step: impl std::fmt::Display, e: &std::io::Error) -> Verdict {
+    Blocked(format!("{step}: {}", errname(e)))
+}
+
+fn nix_blocked(step: impl std::fmt::Display, e: Errno) -> Verdict {
+    Blocked(format!("{step}: {e:?}"))
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("lw-escape: {msg} (see the source for the subcommands)");
+    exit(2)
+}
+
+/// Argument `i` of the subcommand, or a usage error naming it.
+fn arg<'a>(args: &'a [OsString], i: usize, what: &str) -> &'a OsStr {
+    args.get(i)
+        .map(OsString::as_os_str)
+        .unwrap_or_else(|| usage(&format!("missing {what}")))
+}
+
+fn num<T: std::str::FromStr>(s: &OsStr, what: &str) -> T {
+    let text = s.to_string_lossy();
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16)
+            .ok()
+            .and_then(|v| v.to_string().parse().ok()),
+        None => text.parse().ok(),
+    };
+    parsed.unwrap_or_else(|| usage(&format!("{what} is not a number: {text}")))
+}
+
+fn pid_arg(args: &[OsString], i: usize) -> Pid {
+    Pid::from_raw(num(arg(args, i, "PID"), "PID"))
+}
+
+fn show(p: &Path) -> String {
+    p.display().to_string()
+}
+
+// ---- Files.
+
+fn read_file(path: &Path) -> Verdict {
+    read_needle(path, None)
+}
+
+/// Reads PATH; with a needle, only content that contains it counts as reached.
+fn read_needle(path: &Path, needle: Option<&OsStr>) -> Verdict {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return blocked(format!("open {}", show(path)), &e),
+    };
+    let mut buf = Vec::new();
+    if let Err(e) = f.read_to_end(&mut buf) {
+        return blocked(format!("read {}", show(path)), &e);
+    }
+    let n = buf.len();
+    match needle {
+        Some(needle) if !contains(&buf, needle.as_bytes()) => Blocked(format!(
+            "read {n} bytes from {} without {}",
+            show(path),
+            needle.to_string_lossy()
+        )),
+        Some(needle) => Escaped(format!(
+            "read {n} bytes from {}, {} among them",
+            show(path),
+            needle.to_string_lossy()
+        )),
+        None => Escaped(format!("read {n} bytes from {}", show(path))),
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn list_dir(path: &Path) -> Verdict {
+    match std::fs::read_dir(path) {
+        Ok(entries) => Escaped(format!(
+            "listed {} entries of {}",
+            entries.count(),
+            show(path)
+        )),
+        Err(e) => blocked(format!("list {}", show(path)), &e),
+    }
+}
+
+fn write_file(path: &Path) -> Verdict {
+    let opened = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path);
+    match opened.and_then(|mut f| f.write_all(b"landwall-escape\n")) {
+        Ok(()) => Escaped(format!("wrote {}", show(path))),
+        Err(e) => blocked(format!("write {}", show(path)), &e),
+    }
+}
+
+fn symlink_then_read(target: &Path, link: &Path) -> Verdict {
+    if let Err(e) = std::os::unix::fs::symlink(target, link) {
+        return blocked(format!("symlink {}", show(link)), &e);
+    }
+    match read_file(link) {
+        Escaped(d) => Escaped(format!("{d} (-> {})", show(target))),
+        b => b,
+    }
+}
+
+fn hardlink(src: &Path, dst: &Path) -> Verdict {
+    match std::fs::hard_link(src, dst) {
+        Ok(()) => Escaped(format!("linked {} as {}", show(src), show(dst))),
+        Err(e) => blocked(format!("link {} {}", show(src), show(dst)), &e),
+    }
+}
+
+fn rename(src: &Path, dst: &Path) -> Verdict {
+    match std::fs::rename(src, dst) {
+        Ok(()) => Escaped(format!("renamed {} to {}", show(src), show(dst))),
+        Err(e) => blocked(format!("rename {} {}", show(src), show(dst)), &e),
+    }
+}
+
+fn inherited_fd(fd: i32, name: Option<&OsStr>) -> Verdict {
+    let borrowed = match raw::inherited(fd) {
+        Ok(b) => b,
+        Err(e) => return blocked(format!("descriptor {fd}"), &e),
+    };
+    let owned = match borrowed.try_clone_to_owned() {
+        Ok(o) => o,
+        Err(e) => return blocked(format!("dup descriptor {fd}"), &e),
+    };
+    let file = std::fs::File::from(owned);
+    let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
+    if is_dir {
+        let name = name.unwrap_or_else(|| usage("descriptor is a directory: give NAME"));
+        let opened = nix::fcntl::openat(
+            file.as_fd(),
+            name,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        );
+        let inner = match opened {
+            Ok(o) => o,
+            Err(e) => return nix_blocked(format!("openat({fd}, {})", name.to_string_lossy()), e),
+        };
+        let mut buf = Vec::new();
+        return match std::fs::File::from(inner).read_to_end(&mut buf) {
+            Ok(n) => Escaped(format!(
+                "read {n} bytes of {} through inherited directory descriptor {fd}",
+                name.to_string_lossy()
+            )),
+            Err(e) => blocked(format!("read through descriptor {fd}"), &e),
+        };
+    }
+    let mut buf = [0u8; 4096];
+    match std::os::unix::fs::FileExt::read_at(&file, &mut buf, 0) {
+        Ok(n) => Escaped(format!("read {n} bytes from inherited descriptor {fd}")),
+        Err(e) => blocked(format!("read descriptor {fd}"), &e),
+    }
+}
+
+// ---- Processes.
+
+fn ptrace_attach(pid: Pid) -> Verdict {
+    use nix::sys::ptrace;
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    if let Err(e) = ptrace::attach(pid) {
+        return nix_blocked(format!("PTRACE_ATTACH {pid}"), e);
+    }
+    // Wait for the attach stop, then let the process go on as it was.
+    let waited = waitpid(pid, Some(WaitPidFlag::__WALL));
+    let detached = ptrace::detach(pid, None);
+    Escaped(format!(
+        "attached to {pid} (wait: {waited:?}, detach: {detached:?})"
+    ))
+}
+
+fn ptrace_seize(pid: Pid) -> Verdict {
+    use nix::sys::ptrace;
+    if let Err(e) = ptrace::seize(pid, ptrace::Options::empty()) {
+        return nix_blocked(format!("PTRACE_SEIZE {pid}"), e);
+    }
+    let detached = ptrace::detach(pid, None);
+    Escaped(format!("seized {pid} (detach: {detached:?})"))
+}
+
+fn vm_read(pid: Pid, addr: usize, len: usize) -> Verdict {
+    use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+    let mut buf = vec![0u8; len];
+    let remote = [RemoteIoVec { base: addr, len }];
+    let mut local = [std::io::IoSliceMut::new(&mut buf)];
+    match process_vm_readv(pid, &mut local, &remote) {
+        Ok(n) => Escaped(format!(
+            "read {n} bytes of {pid}'s memory: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        )),
+        Err(e) => nix_blocked(format!("process_vm_readv {pid}"), e),
+    }
+}
+
+/// Reads LEN bytes at ADDR of PID's memory through `/proc/PID/mem`.
+fn proc_mem(pid: Pid, addr: u64, len: usize) -> Verdict {
+    let path = format!("/proc/{pid}/mem");
+    let f = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) => return blocked(format!("open {path}"), &e),
+    };
+    let mut buf = vec![0u8; len];
+    match std::os::unix::fs::FileExt::read_at(&f, &mut buf, addr) {
+        Ok(n) => Escaped(format!(
+            "read {n} bytes of {path}: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        )),
+        Err(e) => blocked(format!("read {path}"), &e),
+    }
+}
+
+/// Copies descriptor N out of PID with `pidfd_getfd` and reads it.
+fn pidfd_getfd(pid: Pid, fd: i32) -> Verdict {
+    let pidfd = match raw::pidfd_open(pid.as_raw()) {
+        Ok(p) => p,
+        Err(e) => return blocked(format!("pidfd_open {pid}"), &e),
+    };
+    let stolen = match raw::pidfd_getfd(pidfd.as_fd(), fd) {
+        Ok(f) => f,
+        Err(e) => return blocked(format!("pidfd_getfd {pid} {fd}"), &e),
+    };
+    let mut buf = [0u8; 4096];
+    match std::os::unix::fs::FileExt::read_at(&std::fs::File::from(stolen), &mut buf, 0) {
+        Ok(n) => Escaped(format!("read {n} bytes through {pid}'s descriptor {fd}")),
+        Err(e) => blocked(format!("read {pid}'s descriptor {fd}"), &e),
+    }
+}
+
+fn signal_arg(s: &OsStr) -> Signal {
+    let text = s.to_string_lossy();
+    if let Ok(n) = text.parse::<i32>() {
+        return Signal::try_from(n).unwrap_or_else(|_| usage(&format!("no signal {n}")));
+    }
+    let name = if text.starts_with("SIG") {
+        text.to_string()
+    } else {
+        format!("SIG{text}")
+    };
+    name.parse()
+        .unwrap_or_else(|_| usage(&format!("no signal {text}")))
+}
+
+fn kill(pid: Pid, sig: Signal) -> Verdict {
+    match nix::sys::signal::kill(pid, sig) {
+        Ok(()) => Escaped(format!("sent {sig} to {pid}")),
+        Err(e) => nix_blocked(format!("kill {pid} {sig}"), e),
+    }
+}
+
+fn kill_child() -> Verdict {
+    let mut child = match Command::new("/proc/self/exe")
+        .arg("pause")
+        .stdin(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return blocked("spawn a child", &e),
+    };
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let sent = nix::sys::signal::kill(pid, Signal::SIGTERM);
+    if let Err(e) = sent {
+        // Do not leave it behind.
+        let _killed = child.kill();
+        let _reaped = child.wait();
+        return nix_blocked(format!("kill own child {pid}"), e);
+    }
+    match child.wait() {
+        Ok(st) if st.signal() == Some(libc::SIGTERM) => {
+            Escaped(format!("own child {pid} ended by SIGTERM"))
+        }
+        Ok(st) => Blocked(format!("own child {pid} ended otherwise: {st}")),
+        Err(e) => blocked("wait for own child", &e),
+    }
+}
+
+fn pause() -> ! {
+    loop {
+        nix::unistd::pause();
+    }
+}
+
+// ---- Sockets.
+
+fn abstract_connect(name: &OsStr) -> Verdict {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixStream};
+    let addr = match SocketAddr::from_abstract_name(name.as_bytes()) {
+        Ok(a) => a,
+        Err(e) => return blocked("abstract address", &e),
+    };
+    match UnixStream::connect_addr(&addr) {
+        Ok(_) => Escaped(format!("connected to @{}", name.to_string_lossy())),
+        Err(e) => blocked(format!("connect @{}", name.to_string_lossy()), &e),
+    }
+}
+
+fn sockaddr(s: &OsStr) -> std::net::SocketAddrV4 {
+    s.to_string_lossy()
+        .parse()
+        .unwrap_or_else(|_| usage("HOST:PORT must be an IPv4 address and port"))
+}
+
+fn tcp_connect(addr: std::net::SocketAddrV4) -> Verdict {
+    let timeout = std::time::Duration::from_secs(10);
+    match std::net::TcpStream::connect_timeout(&addr.into(), timeout) {
+        Ok(_) => Escaped(format!("connected to {addr} over TCP")),
+        Err(e) => blocked(format!("connect {addr}"), &e),
+    }
+}
+
+fn mptcp_connect(addr: std::net::SocketAddrV4) -> Verdict {
+    let fd = match raw::mptcp_socket() {
+        Ok(fd) => fd,
+        Err(e) => return blocked("socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)", &e),
+    };
+    let sa = nix::sys::socket::SockaddrIn::from(addr);
+    match nix::sys::socket::connect(fd.as_raw_fd(), &sa) {
+        Ok(()) => Escaped(format!("connected to {addr} over MPTCP")),
+        Err(e) => nix_blocked(format!("connect {addr} (MPTCP)"), e),
+    }
+}
+
+// ---- Terminals.
+
+const INJECTED: &[u8] = b"#landwall-tiocsti\n";
+
+/// How the ioctl is issued.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Plain,
+    /// Bit 32 of the request set.
+    High,
+    /// Through the i386 system call entry.
+    I386,
+}
+
+impl Encoding {
+    fn from_args(args: &[OsString]) -> Encoding {
+        match args.first().map(|a| a.to_string_lossy()) {
+            None => Encoding::Plain,
+            Some(a) if a == "--high" => Encoding::High,
+            Some(a) if a == "--i386" => Encoding::I386,
+            Some(a) => usage(&format!("unknown option {a}")),
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Encoding::Plain => "",
+            Encoding::High => " | 1<<32",
+            Encoding::I386 => " (i386 entry)",
+        }
+    }
+}
+
+fn tiocsti(enc: Encoding) -> Verdict {
+    let stdin = std::io::stdin();
+    for &ch in INJECTED {
+        let pushed = match enc {
+            Encoding::Plain => raw::tiocsti(stdin.as_fd(), ch, false),
+            Encoding::High => raw::tiocsti(stdin.as_fd(), ch, true),
+            Encoding::I386 => raw::tiocsti_i386(stdin.as_fd(), ch),
+        };
+        if let Err(e) = pushed {
+            return blocked(format!("TIOCSTI{}", enc.name()), &e);
+        }
+    }
+    Escaped(format!(
+        "pushed {} characters into the terminal's input",
+        INJECTED.len()
+    ))
+}
+
+/// TIOCL_GETSHIFTSTATE: harmless, and answered by any virtual console the caller controls.
+const TIOCL_GETSHIFTSTATE: u8 = 6;
+
+fn tioclinux(enc: Encoding) -> Verdict {
+    let stdin = std::io::stdin();
+    let high = match enc {
+        Encoding::Plain => false,
+        Encoding::High => true,
+        Encoding::I386 => usage("tioclinux has no --i386"),
+    };
+    match raw::tioclinux(stdin.as_fd(), TIOCL_GETSHIFTSTATE, high) {
+        Ok(state) => Escaped(format!(
+            "TIOCLINUX reached the console (shift state {state})"
+        )),
+        Err(e) => blocked(
+            format!("TIOCLINUX{}", if high { " | 1<<32" } else { "" }),
+            &e,
+        ),
+    }
+}
+
+fn tty_ioctls() -> Verdict {
+    use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+    let stdin = std::io::stdin();
+    let (rows, cols) = match raw::window_size(stdin.as_fd()) {
+        Ok(ws) => ws,
+        Err(e) => return blocked("TIOCGWINSZ on stdin", &e),
+    };
+    let saved = match tcgetattr(stdin.as_fd()) {
+        Ok(t) => t,
+        Err(e) => return nix_blocked("tcgetattr", e),
+    };
+    let mut rawmode = saved.clone();
+    cfmakeraw(&mut rawmode);
+    if let Err(e) = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &rawmode) {
+        return nix_blocked("tcsetattr raw", e);
+    }
+    if let Err(e) = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, &saved) {
+        return nix_blocked("tcsetattr restore", e);
+    }
+    // Devices opened inside the wall (ioctl rights are checked at open).
+    let tty = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+    {
+        Ok(t) => t,
+        Err(e) => return blocked("open /dev/tty", &e),
+    };
+    if let Err(e) = raw::window_size(tty.as_fd()) {
+        return blocked("TIOCGWINSZ on /dev/tty", &e);
+    }
+    if let Err(e) = std::fs::write("/dev/null", b"x") {
+        return blocked("write /dev/null", &e);
+    }
+    let pty = match nix::pty::openpty(None, None) {
+        Ok(p) => p,
+        Err(e) => return nix_blocked("openpty", e),
+    };
+    if let Err(e) = tcgetattr(pty.slave.as_fd()) {
+        return nix_blocked("tcgetattr on a new pty", e);
+    }
+    let mut slave = std::fs::File::from(pty.slave);
+    if let Err(e) = slave.write_all(b"ok\n") {
+        return blocked("write to a new pty", &e);
+    }
+    let mut got = [0u8; 8];
+    match std::fs::File::from(pty.master).read(&mut got) {
+        Ok(n) if n > 0 => Escaped(format!(
+            "window {rows}x{cols}, raw mode set and restored, /dev/tty, /dev/null and a new pty work"
+        )),
+        Ok(_) => Blocked("nothing came through a new pty".into()),
+        Err(e) => blocked("read a new pty", &e),
+    }
+}
+
+// ---- Mounts and roots.
+
+fn mount_tmpfs(dir: &Path) -> Result<(), Errno> {
+    nix::mount::mount(
+        Some("tmpfs"),
+        dir,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+}
+
+fn mount(dir: &Path) -> Verdict {
+    match mount_tmpfs(dir) {
+        Ok(()) => {
+            let undone = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
+            Escaped(format!(
+                "mounted tmpfs on {} (unmounted: {undone:?})",
+                show(dir)
+            ))
+        }
+        Err(e) => nix_blocked(format!("mount tmpfs on {}", show(dir)), e),
+    }
+}
+
+fn userns_mount(dir: &Path) -> Verdict {
+    use nix::sched::{unshare, CloneFlags};
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS) {
+        return nix_blocked("unshare(CLONE_NEWUSER|CLONE_NEWNS)", e);
+    }
+    match mount_tmpfs(dir) {
+        Ok(()) => Escaped(format!(
+            "mounted tmpfs on {} in a new user and mount namespace",
+            show(dir)
+        )),
+        Err(e) => nix_blocked(
+            format!("mount tmpfs on {} in a new user namespace", show(dir)),
+            e,
+        ),
+    }
+}
+
+/// chroot into JAIL while the cwd stays outside it, walk `..` up to the real root, chroot
+/// there, and read PATH: the classic chroot escape. A process without CAP_SYS_CHROOT first
+/// makes a user namespace, where it has it.
+fn chroot_walk(jail: &Path, target: &Path) -> Verdict {
+    use nix::sched::{unshare, CloneFlags};
+    use nix::unistd::{chdir, chroot};
+    let mut how = "chroot";
+    if let Err(e) = chroot(jail) {
+        if e != Errno::EPERM {
+            return nix_blocked(format!("chroot {}", show(jail)), e);
+        }
+        if let Err(e) = unshare(CloneFlags::CLONE_NEWUSER) {
+            return nix_blocked("unshare(CLONE_NEWUSER) for CAP_SYS_CHROOT", e);
+        }
+        if let Err(e) = chroot(jail) {
+            return nix_blocked(format!("chroot {} in a user namespace", show(jail)), e);
+        }
+        how = "chroot in a user namespace";
+    }
+    for _ in 0..64 {
+        if let Err(e) = chdir("..") {
+            return nix_blocked("chdir ..", e);
+        }
+    }
+    if let Err(e) = chroot(".") {
+        return nix_blocked("chroot . after walking up", e);
+    }
+    match read_file(target) {
+        Escaped(d) => Escaped(format!("{how}, walked out: {d}")),
+        Blocked(b) => Blocked(format!("{how}, walked out, then {b}")),
+    }
+}
+
+// ---- Privilege.
+
+fn run_program(args: &[OsString]) -> Verdict {
+    let Some((prog, rest)) = args.split_first() else {
+        usage("run needs a program")
+    };
+    let out = match Command::new(prog).args(rest).stdin(Stdio::null()).output() {
+        Ok(out) => out,
+        Err(e) => return blocked(format!("exec {}", prog.to_string_lossy()), &e),
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or("");
+    if let Some(d) = line.strip_prefix("ESCAPED ") {
+        Escaped(d.to_string())
+    } else if let Some(d) = line.strip_prefix("BLOCKED ") {
+        Blocked(d.to_string())
+    } else {
+        Blocked(format!(
+            "no verdict from {} ({})",
+            prog.to_string_lossy(),
+            out.status
+        ))
+    }
+}
+
+fn cap_eff() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn ids() -> Verdict {
+    let ids = match nix::unistd::getresuid() {
+        Ok(ids) => ids,
+        Err(e) => return nix_blocked("getresuid", e),
+    };
+    let caps = cap_eff();
+    let held = caps != "0000000000000000";
+    let detail = format!(
+        "ruid {} euid {} suid {} CapEff {caps}",
+        ids.real, ids.effective, ids.saved
+    );
+    if (ids.effective.is_root() && !ids.real.is_root()) || held {
+        Escaped(format!("privileged: {detail}"))
+    } else {
+        Blocked(format!("no privilege: {detail}"))
+    }
+}
+
+/// Variables that make a loader, a libc or a shell load or run something chosen by whoever
+/// set them.
+const INJECTION_VARS: &[&str] = &[
+    "LD_",
+    "BASH_ENV",
+    "ENV",
+    "BASH_FUNC_",
+    "GLIBC_TUNABLES",
+    "GCONV_PATH",
+    "PROMPT_COMMAND",
+    "PS4",
+];
+
+fn env_check() -> Verdict {
+    let mut found: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .filter(|k| {
+            INJECTION_VARS.iter().any(|p| {
+                if p.ends_with('_') {
+                    k.starts_with(p)
+                } else {
+                    k == p
+                }
+            })
+        })
+        .collect();
+    match std::fs::read_to_string("/proc/self/maps") {
+        Ok(maps) => {
+            if maps.contains("lwpreload") {
+                found.push("lwpreload library mapped".into());
+            }
+        }
+        Err(e) => return blocked("read /proc/self/maps", &e),
+    }
+    if found.is_empty() {
+        Blocked("no injection variable and no preloaded library".into())
+    } else {
+        Escaped(format!("arrived: {}", found.join(", ")))
+    }
+}
+
+// ---- Devices.
+
+fn open_dev(path: &Path, mode: &str) -> Verdict {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    // Never wait: a terminal has no input to read, a modem line no carrier.
+    o.custom_flags(libc::O_NONBLOCK);
+    match mode {
+        "r" => o.read(true),
+        "w" => o.write(true),
+        "rw" => o.read(true).write(true),
+        _ => usage("mode must be r, w or rw"),
+    };
+    let mut f = match o.open(path) {
+        Ok(f) => f,
+        Err(e) => return blocked(format!("open {} ({mode})", show(path)), &e),
+    };
+    if mode == "r" {
+        let mut buf = [0u8; 512];
+        return match f.read(&mut buf) {
+            Ok(n) => Escaped(format!("opened {} and read {n} bytes", show(path))),
+            Err(e) => Escaped(format!("opened {} (read: {})", show(path), errname(&e))),
+        };
+    }
+    Escaped(format!("opened {} ({mode})", show(path)))
+}
+
+fn kmsg(nonce: &OsStr) -> Verdict {
+    let mut f = match std::fs::OpenOptions::new().write(true).open("/dev/kmsg") {
+        Ok(f) => f,
+        Err(e) => return blocked("open /dev/kmsg for writing", &e),
+    };
+    let mut line = b"<7>landwall-escape ".to_vec();
+    line.extend_from_slice(nonce.as_bytes());
+    line.push(b'\n');
+    match f.write_all(&line) {
+        Ok(()) => Escaped("wrote a line into the kernel log".into()),
+        Err(e) => blocked("write /dev/kmsg", &e),
+    }
+}
+
+// ---- Launchers.
+
+/// A secret in the launcher's memory, for `vm-read`.
+static PARENT_SECRET: &[u8] = b"parent-memory-secret";
+
+/// `N=PATH`.
+fn fd_spec(s: &OsStr) -> (i32, PathBuf) {
+    let b = s.as_bytes();
+    let eq = b
+        .iter()
+        .position(|&c| c == b'=')
+        .unwrap_or_else(|| usage("descriptor spec must be N=PATH"));
+    let n: i32 = num(OsStr::from_bytes(&b[..eq]), "descriptor");
+    if n <= 2 {
+        usage("descriptor must be above 2");
+    }
+    (n, PathBuf::from(OsStr::from_bytes(&b[eq + 1..])))
+}
+
+/// Splits `OPTIONS… -- CMD…`.
+fn split_cmd(args: &[OsString]) -> (&[OsString], &[OsString]) {
+    let dash = args
+        .iter()
+        .position(|a| a == "--")
+        .unwrap_or_else(|| usage("missing -- before the command"));
+    let (opts, rest) = args.split_at(dash);
+    let cmd = &rest[1..];
+    if cmd.is_empty() {
+        usage("no command after --");
+    }
+    (opts, cmd)
+}
+
+fn exit_code(st: std::process::ExitStatus) -> i32 {
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
+fn parent(args: &[OsString]) -> ! {
+    let (opts, cmd) = split_cmd(args);
+    let mut child_cwd = None;
+    let mut report = None;
+    let mut held: Vec<OwnedFd> = Vec::new();
+    let mut i = 0;
+    while i < opts.len() {
+        let flag = opts[i].to_string_lossy().into_owned();
+        let value = arg(opts, i + 1, &flag);
+        match flag.as_str() {
+            "--child-cwd" => child_cwd = Some(PathBuf::from(value)),
+            "--report" => report = Some(PathBuf::from(value)),
+            "--open" | "--leak" => {
+                let (n, path) = fd_spec(value);
+                let f = std::fs::File::open(&path).unwrap_or_else(|e| {
+                    eprintln!("lw-escape parent: open {}: {e}", show(&path));
+                    exit(2)
+                });
+                let fd = raw::dup_to(f.as_fd(), n, flag == "--open").unwrap_or_else(|e| {
+                    eprintln!("lw-escape parent: dup onto {n}: {e}");
+                    exit(2)
+                });
+                held.push(fd);
+            }
+            _ => usage(&format!("unknown option {flag}")),
+        }
+        i += 2;
+    }
+    let mut usr1 = SigSet::empty();
+    usr1.add(Signal::SIGUSR1);
+    if let Err(e) = nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&usr1), None) {
+        eprintln!("lw-escape parent: block SIGUSR1: {e}");
+        exit(2)
+    }
+    let secret = std::hint::black_box(PARENT_SECRET);
+    let pid = std::process::id().to_string();
+    let addr = format!("{:#x}", secret.as_ptr() as usize);
+    let len = secret.len().to_string();
+    let subst = |a: &OsString| -> OsString {
+        match a.to_str() {
+            Some(s) => s
+                .replace("@PPID@", &pid)
+                .replace("@ADDR@", &addr)
+                .replace("@LEN@", &len)
+                .into(),
+            None => a.clone(),
+        }
+    };
+    let mut c = Command::new(subst(&cmd[0]));
+    c.args(cmd[1..].iter().map(subst));
+    if let Some(dir) = &child_cwd {
+        c.current_dir(dir);
+    }
+    let status = c.status().unwrap_or_else(|e| {
+        eprintln!("lw-escape parent: run {}: {e}", cmd[0].to_string_lossy());
+        exit(2)
+    });
+    let got = raw::pending(libc::SIGUSR1).unwrap_or(false);
+    if let Some(path) = report {
+        let text = format!(
+            "pid: {}\nsignals: {}\n",
+            std::process::id(),
+            if got { "SIGUSR1" } else { "none" }
+        );
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("lw-escape parent: write {}: {e}", show(&path));
+            exit(2)
+        }
+    }
+    drop(held);
+    exit(exit_code(status))
+}
+
+fn pty(args: &[OsString]) -> ! {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+    use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg, SpecialCharacterIndices};
+    let (_, cmd) = split_cmd(args);
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        eprintln!("lw-escape pty: {what}: {e}");
+        exit(2)
+    };
+    let p = nix::pty::openpty(None, None).unwrap_or_else(|e| fail("openpty", &e));
+    for fd in [p.master.as_fd(), p.slave.as_fd()] {
+        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).unwrap_or_else(|e| fail("cloexec", &e));
+    }
+    // Input waiting on the terminal must be readable without a newline and without blocking.
+    let mut t = tcgetattr(p.slave.as_fd()).unwrap_or_else(|e| fail("tcgetattr", &e));
+    t.local_flags
+        .remove(LocalFlags::ICANON | LocalFlags::ECHO | LocalFlags::ECHONL);
+    t.control_chars[SpecialCharacterIndices::VMIN as usize] = 0;
+    t.control_chars[SpecialCharacterIndices::VTIME as usize] = 0;
+    tcsetattr(p.slave.as_fd(), SetArg::TCSANOW, &t).unwrap_or_else(|e| fail("tcsetattr", &e));
+    let slave_path = nix::unistd::ttyname(p.slave.as_fd()).unwrap_or_else(|e| fail("ttyname", &e));
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail("current_exe", &e));
+    let status = Command::new(exe)
+        .arg("ctty")
+        .arg(&slave_path)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| fail("run the child", &e));
+    // What the child wrote to its terminal.
+    fcntl(p.master.as_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))
+        .unwrap_or_else(|e| fail("nonblocking master", &e));
+    let mut out = Vec::new();
+    let mut master = std::fs::File::from(p.master);
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = master.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    for line in String::from_utf8_lossy(&out).replace('\r', "").lines() {
+        eprintln!("child: {line}");
+    }
+    eprintln!("child: exit {}", exit_code(status));
+    // What the user's shell would read next.
+    let mut injected = Vec::new();
+    let mut slave = std::fs::File::from(p.slave);
+    while let Ok(n) = slave.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        injected.extend_from_slice(&buf[..n]);
+    }
+    if injected.is_empty() {
+        println!("BLOCKED nothing injected");
+        exit(1)
+    }
+    println!(
+        "ESCAPED injected {:?} into the terminal's input",
+        String::from_utf8_lossy(&injected)
+    );
+    exit(0)
+}
+
+fn ctty(args: &[OsString]) -> ! {
+    let (opts, cmd) = split_cmd(args);
+    let path = PathBuf::from(arg(opts, 0, "terminal path"));
+    let stdin_only = match opts.get(1).map(|o| o.to_string_lossy()) {
+        None => false,
+        Some(o) if o == "--stdin" => true,
+        Some(o) => usage(&format!("unknown option {o}")),
+    };
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        eprintln!("lw-escape ctty: {what}: {e}");
+        exit(2)
+    };
+    nix::unistd::setsid().unwrap_or_else(|e| fail("setsid", &e));
+    // A session leader without a terminal that opens one (no O_NOCTTY) gets it as its
+    // controlling terminal.
+    let term = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| fail(&format!("open {}", show(&path)), &e));
+    let targets: &[i32] = if stdin_only { &[0] } else { &[0, 1, 2] };
+    let mut kept = Vec::new();
+    for &n in targets {
+        kept.push(raw::dup_to(term.as_fd(), n, false).unwrap_or_else(|e| fail("dup", &e)));
+    }
+    let sid = nix::sys::termios::tcgetsid(term.as_fd()).unwrap_or_else(|e| fail("tcgetsid", &e));
+    if sid != nix::unistd::getpid() {
+        fail(
+            &format!("{} is not our controlling terminal", show(&path)),
+            &sid,
+        );
+    }
+    drop(term);
+    let e = Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    // The descriptors 0–2 now belong to the exec'd program; only reached on failure.
+    std::mem::forget(kept);
+    fail(&format!("exec {}", cmd[0].to_string_lossy()), &e)
+}
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let Some((sub, rest)) = args.split_first() else {
+        usage("no subcommand")
+    };
+    let sub = sub.to_string_lossy().into_owned();
+    let p = |i: usize, what: &str| PathBuf::from(arg(rest, i, what));
+    let verdict = match sub.as_str() {
+        "parent" => parent(rest),
+        "pty" => pty(rest),
+        "ctty" => ctty(rest),
+        "pause" => pause(),
+        "read" => read_needle(&p(0, "PATH"), rest.get(1).map(OsString::as_os_str)),
+        "list" => list_dir(&p(0, "DIR")),
+        "write" => write_file(&p(0, "PATH")),
+        "symlink" => symlink_then_read(&p(0, "TARGET"), &p(1, "LINK")),
+        "hardlink" => hardlink(&p(0, "SRC"), &p(1, "DST")),
+        "rename" => rename(&p(0, "SRC"), &p(1, "DST")),
+        "fd" => inherited_fd(
+            num(arg(rest, 0, "N"), "N"),
+            rest.get(1).map(|s| s.as_os_str()),
+        ),
+        "ptrace-attach" => ptrace_attach(pid_arg(rest, 0)),
+        "ptrace-seize" => ptrace_seize(pid_arg(rest, 0)),
+        "vm-read" => vm_read(
+            pid_arg(rest, 0),
+            num(arg(rest, 1, "ADDR"), "ADDR"),
+            num(arg(rest, 2, "LEN"), "LEN"),
+        ),
+        "mem" => proc_mem(
+            pid_arg(rest, 0),
+            num(arg(rest, 1, "ADDR"), "ADDR"),
+            num(arg(rest, 2, "LEN"), "LEN"),
+        ),
+        "pidfd-getfd" => pidfd_getfd(pid_arg(rest, 0), num(arg(rest, 1, "N"), "N")),
+        "kill" => kill(pid_arg(rest, 0), signal_arg(arg(rest, 1, "SIG"))),
+        "kill-child" => kill_child(),
+        "abstract" => abstract_connect(arg(rest, 0, "NAME")),
+        "connect" => tcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
+        "mptcp" => mptcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
+        "tiocsti" => tiocsti(Encoding::from_args(rest)),
+        "tioclinux" => tioclinux(Encoding::from_args(rest)),
+        "tty-ioctls" => tty_ioctls(),
+        "mount" => mount(&p(0, "DIR")),
+        "userns-mount" => userns_mount(&p(0, "DIR")),
+        "chroot-walk" => chroot_walk(&p(0, "JAIL"), &p(1, "PATH")),
+        "run" => run_program(rest),
+        "ids" => ids(),
+        "env" => env_check(),
+        "open-dev" => open_dev(&p(0, "PATH"), &arg(rest, 1, "MODE").to_string_lossy()),
+        "kmsg" => kmsg(arg(rest, 0, "NONCE")),
+        other => usage(&format!("unknown subcommand {other}")),
+    };
+    match verdict {
+        Escaped(d) => {
+            println!("ESCAPED {d}");
+            exit(0)
+        }
+        Blocked(d) => {
+            println!("BLOCKED {d}");
+            exit(1)
+        }
+    }
+}

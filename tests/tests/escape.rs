@@ -1,0 +1,1341 @@
+//! The escape suite (issue 4): one named test per attempt to get out of the wall.
+//!
+//! Each test runs an attempt (`lw-escape`, see `tests/src/bin/lw-escape.rs`) as the stand-in
+//! agent behind the `claude` shim and asserts that it printed `BLOCKED` and that what it tried
+//! to reach is unchanged. Each then runs the same attempt outside the wall, directly, as the
+//! same user, and asserts that it `ESCAPED` there: the control proves the test can fail.
+//! Where an attempt differs for an unprivileged user, a `…_unprivileged` twin runs both as the
+//! system user `landwall-test` (created on first use). The walled run always comes first, so
+//! its "unchanged" checks see the scene as the test set it up.
+//!
+//! `docs/escape.md` lists every attempt and what stops it.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use landwall_e2e::{bin_dir, stderr, stdout, Sandbox};
+
+// ---- The harness.
+
+/// Who runs the attempt (and the shim in front of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Root,
+    User,
+}
+
+const TEST_USER: &str = "landwall-test";
+
+fn id_of(flag: &str) -> Option<u32> {
+    let out = Command::new("id").arg(flag).arg(TEST_USER).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    stdout(&out).trim().parse().ok()
+}
+
+/// The unprivileged test user's uid and gid, creating the system user on first use.
+fn test_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| {
+        let mut last = String::new();
+        for _ in 0..20 {
+            if let (Some(uid), Some(gid)) = (id_of("-u"), id_of("-g")) {
+                return (uid, gid);
+            }
+            // Another test process may be creating it at the same time: useradd then fails
+            // on its lock, and the next look-up finds the user.
+            let out = Command::new("useradd")
+                .args(["--system", "--no-create-home", TEST_USER])
+                .output()
+                .expect("run useradd");
+            last = stderr(&out);
+        }
+        panic!("cannot create the user {TEST_USER}: {last}")
+    })
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).expect("chown");
+    if std::fs::symlink_metadata(path).expect("stat").is_dir() {
+        for entry in std::fs::read_dir(path).expect("read dir") {
+            chown_tree(&entry.expect("entry").path(), uid, gid);
+        }
+    }
+}
+
+/// One test's scene: a sandbox whose stand-in agent runs its arguments (`exec "$@"`), a copy
+/// of `lw-escape` the agent can execute, and `run/` for the launchers' reports.
+struct Scene {
+    sb: Sandbox,
+    who: Who,
+}
+
+impl Scene {
+    fn new(name: &str, who: Who) -> Scene {
+        let sb = Sandbox::new(name);
+        let built = bin_dir().join("lw-escape");
+        assert!(
+            built.is_file(),
+            "{} is missing: build the workspace first",
+            built.display()
+        );
+        let copy = sb.agents().join("lw-escape");
+        if std::fs::hard_link(&built, &copy).is_err() {
+            install(&built, &copy, &["-m", "0755"]);
+        }
+        // The stand-in agent runs its arguments. (Like `Sandbox::agent_script`, but written
+        // by `install`, see there.)
+        let script = sb.root.join("agent.sh");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
+        )
+        .expect("write agent script");
+        install(&script, &sb.agents().join("claude-real"), &["-m", "0755"]);
+        std::fs::create_dir_all(sb.root.join("run")).expect("mkdir run");
+        let scene = Scene { sb, who };
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            for d in [
+                scene.sb.wt(),
+                scene.sb.home(),
+                scene.sb.outside(),
+                scene.run(),
+            ] {
+                chown_tree(&d, uid, gid);
+            }
+        }
+        scene
+    }
+
+    /// The agent's copy of `lw-escape`.
+    fn esc(&self) -> PathBuf {
+        self.sb.agents().join("lw-escape")
+    }
+
+    /// The `claude` shim.
+    fn shim(&self) -> PathBuf {
+        self.sb.shims().join("claude")
+    }
+
+    /// A directory the launchers can write their reports in.
+    fn run(&self) -> PathBuf {
+        self.sb.root.join("run")
+    }
+
+    /// `program`, as `who`, with the sandbox's clean environment, in the worktree.
+    fn cmd(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut c = match self.who {
+            Who::Root => Command::new(program),
+            Who::User => {
+                test_user();
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={TEST_USER}"))
+                    .arg(format!("--regid={TEST_USER}"))
+                    .args(["--init-groups", "--"])
+                    .arg(program);
+                c
+            }
+        };
+        self.sb.clean_env(&mut c);
+        c.current_dir(self.sb.wt());
+        c
+    }
+
+    /// `lw-escape SUB ARGS…` as an argument vector.
+    fn attempt<S: AsRef<OsStr>>(&self, sub: &str, args: &[S]) -> Vec<OsString> {
+        let mut v = vec![self.esc().into_os_string(), sub.into()];
+        v.extend(args.iter().map(|a| a.as_ref().to_os_string()));
+        v
+    }
+
+    /// The attempt as the agent, behind the shim.
+    fn walled(&self, attempt: &[OsString]) -> Command {
+        let mut c = self.cmd(self.shim());
+        c.args(attempt);
+        c
+    }
+
+    /// The same attempt outside the wall.
+    fn control(&self, attempt: &[OsString]) -> Command {
+        let mut c = self.cmd(&attempt[0]);
+        c.args(&attempt[1..]);
+        c
+    }
+
+    /// `lw-escape parent [opts] -- CMD…`, as `who`.
+    fn parent(&self, opts: &[OsString], cmd: &[OsString]) -> Command {
+        let mut c = self.cmd(self.esc());
+        c.arg("parent").args(opts).arg("--").args(cmd);
+        c
+    }
+
+    /// The attempt with the shim in front of it, as an argument vector (for launchers).
+    fn behind_shim(&self, attempt: &[OsString]) -> Vec<OsString> {
+        let mut v = vec![self.shim().into_os_string()];
+        v.extend(attempt.iter().cloned());
+        v
+    }
+}
+
+fn os(s: impl AsRef<OsStr>) -> OsString {
+    s.as_ref().to_os_string()
+}
+
+fn output(c: &mut Command) -> Output {
+    c.stdin(Stdio::null()).output().expect("spawn")
+}
+
+/// Copies `src` to `dst` with `install OPTS`, a separate process. A program this test
+/// process wrote itself could be briefly busy: a parallel test's fork inherits the writing
+/// descriptor until it execs, and exec then fails with ETXTBSY. Programs the tests run are
+/// therefore never opened for writing here.
+fn install(src: &Path, dst: &Path, opts: &[&str]) {
+    let out = Command::new("install")
+        .args(opts)
+        .arg(src)
+        .arg(dst)
+        .output()
+        .expect("run install");
+    assert!(
+        out.status.success(),
+        "install {}: {}",
+        dst.display(),
+        stderr(&out)
+    );
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    )
+}
+
+/// The one line an attempt prints.
+fn verdict(out: &Output) -> String {
+    let text = stdout(out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "an attempt prints exactly one line:\n{}",
+        describe(out)
+    );
+    lines[0].to_string()
+}
+
+/// The attempt failed, with `errno` in its reason when given.
+fn assert_blocked(what: &str, out: &Output, errno: Option<&str>) -> String {
+    let v = verdict(out);
+    assert!(
+        v.starts_with("BLOCKED ") && out.status.code() == Some(1),
+        "{what}: not blocked:\n{}",
+        describe(out)
+    );
+    if let Some(errno) = errno {
+        assert!(v.contains(errno), "{what}: expected {errno}: {v}");
+    }
+    eprintln!("{what}: {v}");
+    v
+}
+
+/// The attempt reached its target.
+fn assert_escaped(what: &str, out: &Output) -> String {
+    let v = verdict(out);
+    assert!(
+        v.starts_with("ESCAPED ") && out.status.success(),
+        "{what}: the control did not escape, so the walled test proves nothing:\n{}",
+        describe(out)
+    );
+    eprintln!("{what}: {v}");
+    v
+}
+
+/// Runs `attempt` behind the shim (must be BLOCKED), checks `unchanged`, then runs it outside
+/// the wall (must ESCAPE).
+fn walled_then_control(
+    scene: &Scene,
+    attempt: &[OsString],
+    errno: Option<&str>,
+    unchanged: impl FnOnce(&Scene),
+) {
+    let out = output(&mut scene.walled(attempt));
+    assert!(scene.sb.ran_in(&scene.sb.wt()), "{}", describe(&out));
+    assert_blocked("walled", &out, errno);
+    unchanged(scene);
+    let out = output(&mut scene.control(attempt));
+    assert_escaped("control", &out);
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+/// A name unique to this scene (the sandbox's directory name: test, pid, counter).
+fn tag(scene: &Scene) -> String {
+    scene
+        .sb
+        .root
+        .file_name()
+        .expect("sandbox name")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn report(scene: &Scene) -> String {
+    read(&scene.run().join("report"))
+}
+
+/// Defines a test for root and its `…_unprivileged` twin.
+macro_rules! root_and_user {
+    ($root:ident, $user:ident => $body:ident) => {
+        #[test]
+        fn $root() {
+            $body(Who::Root)
+        }
+        #[test]
+        fn $user() {
+            $body(Who::User)
+        }
+    };
+}
+
+// ---- Files outside the grant.
+
+#[test]
+fn escape_read_root() {
+    let scene = Scene::new("esc-root", Who::Root);
+    walled_then_control(
+        &scene,
+        &scene.attempt("list", &["/root"]),
+        Some("EACCES"),
+        |_| {},
+    );
+}
+
+#[test]
+fn escape_read_root_bashrc() {
+    let scene = Scene::new("esc-rootrc", Who::Root);
+    let target = Path::new("/root/.bashrc");
+    if !target.exists() {
+        std::fs::write(target, "# root's bashrc\n").expect("create /root/.bashrc");
+    }
+    walled_then_control(
+        &scene,
+        &scene.attempt("read", &[target]),
+        Some("EACCES"),
+        |_| {},
+    );
+}
+
+/// Root reads /etc/shadow without any capability (it owns the file): only the default deny
+/// carve-out stops it, while the rest of /etc stays readable.
+#[test]
+fn escape_read_etc_shadow() {
+    let scene = Scene::new("esc-shadow", Who::Root);
+    let before = std::fs::read("/etc/shadow").expect("read /etc/shadow");
+    walled_then_control(
+        &scene,
+        &scene.attempt("read", &["/etc/shadow"]),
+        Some("EACCES"),
+        |_| assert_eq!(std::fs::read("/etc/shadow").expect("read"), before),
+    );
+    // The carve-out is narrow: its siblings still read.
+    let out = output(&mut scene.walled(&scene.attempt("read", &["/etc/passwd"])));
+    assert!(verdict(&out).starts_with("ESCAPED "), "{}", describe(&out));
+}
+
+fn read_outside(who: Who) {
+    let scene = Scene::new("esc-readout", who);
+    walled_then_control(
+        &scene,
+        &scene.attempt("read", &[scene.sb.outside().join("secret")]),
+        Some("EACCES"),
+        |_| {},
+    );
+}
+root_and_user!(escape_read_outside, escape_read_outside_unprivileged => read_outside);
+
+fn write_outside(who: Who) {
+    let scene = Scene::new("esc-writeout", who);
+    let planted = scene.sb.outside().join("planted");
+    let secret = scene.sb.outside().join("secret");
+    walled_then_control(
+        &scene,
+        &scene.attempt("write", &[&planted]),
+        Some("EACCES"),
+        |_| assert!(!planted.exists(), "a file appeared outside"),
+    );
+    let out = output(&mut scene.walled(&scene.attempt("write", &[&secret])));
+    assert_blocked("overwrite outside", &out, Some("EACCES"));
+    assert_eq!(read(&secret), "outside secret\n");
+}
+root_and_user!(escape_write_outside, escape_write_outside_unprivileged => write_outside);
+
+fn symlink_in_worktree(who: Who) {
+    let scene = Scene::new("esc-symlink", who);
+    let secret = scene.sb.outside().join("secret");
+    let out = output(&mut scene.walled(&scene.attempt(
+        "symlink",
+        &[
+            secret.as_os_str(),
+            scene.sb.wt().join("walled-link").as_os_str(),
+        ],
+    )));
+    // The link itself is made (it is just a file in the worktree); following it is refused.
+    let v = assert_blocked("walled", &out, Some("EACCES"));
+    assert!(v.contains("open "), "blocked at the open, not before: {v}");
+    assert_eq!(read(&secret), "outside secret\n");
+    let out = output(&mut scene.control(&scene.attempt(
+        "symlink",
+        &[
+            secret.as_os_str(),
+            scene.sb.wt().join("control-link").as_os_str(),
+        ],
+    )));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_symlink_in_worktree, escape_symlink_in_worktree_unprivileged => symlink_in_worktree);
+
+fn hardlink_into_worktree(who: Who) {
+    let scene = Scene::new("esc-hardlink", who);
+    let secret = scene.sb.outside().join("secret");
+    let stolen = scene.sb.wt().join("stolen");
+    walled_then_control(
+        &scene,
+        &scene.attempt("hardlink", &[&secret, &stolen]),
+        None,
+        |s| {
+            assert!(
+                !stolen.exists(),
+                "the outside file is linked into the worktree"
+            );
+            let meta = std::fs::metadata(s.sb.outside().join("secret")).expect("stat");
+            assert_eq!(meta.nlink(), 1);
+        },
+    );
+}
+root_and_user!(escape_hardlink_into_worktree, escape_hardlink_into_worktree_unprivileged => hardlink_into_worktree);
+
+fn rename_into_worktree(who: Who) {
+    let scene = Scene::new("esc-rename", who);
+    let secret = scene.sb.outside().join("secret");
+    let stolen = scene.sb.wt().join("stolen");
+    walled_then_control(
+        &scene,
+        &scene.attempt("rename", &[&secret, &stolen]),
+        None,
+        |_| {
+            assert!(!stolen.exists());
+            assert_eq!(read(&secret), "outside secret\n");
+        },
+    );
+}
+root_and_user!(escape_rename_into_worktree, escape_rename_into_worktree_unprivileged => rename_into_worktree);
+
+// ---- /proc.
+
+fn proc_self_root(who: Who) {
+    let scene = Scene::new("esc-procroot", who);
+    let mut via = OsString::from("/proc/self/root");
+    via.push(scene.sb.outside().join("secret"));
+    walled_then_control(
+        &scene,
+        &scene.attempt("read", &[via]),
+        Some("EACCES"),
+        |_| {},
+    );
+}
+root_and_user!(escape_proc_self_root, escape_proc_self_root_unprivileged => proc_self_root);
+
+/// The launching process sits in `outside/`; the agent reads `secret` through its cwd.
+fn proc_parent_cwd(who: Who) {
+    let scene = Scene::new("esc-proccwd", who);
+    let attempt = scene.attempt("read", &["/proc/@PPID@/cwd/secret"]);
+    let opts = [os("--child-cwd"), os(scene.sb.wt())];
+    let out = output(
+        scene
+            .parent(&opts, &scene.behind_shim(&attempt))
+            .current_dir(scene.sb.outside()),
+    );
+    assert_blocked("walled", &out, Some("EACCES"));
+    let out = output(
+        scene
+            .parent(&opts, &attempt)
+            .current_dir(scene.sb.outside()),
+    );
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_proc_parent_cwd, escape_proc_parent_cwd_unprivileged => proc_parent_cwd);
+
+/// The launching process holds `secret` open as fd 5 (close-on-exec: only for itself); the
+/// agent opens it again through `/proc/<parent>/fd/5`.
+fn proc_parent_fd(who: Who) {
+    let scene = Scene::new("esc-procfd", who);
+    let attempt = scene.attempt("read", &["/proc/@PPID@/fd/5"]);
+    let mut spec = OsString::from("5=");
+    spec.push(scene.sb.outside().join("secret"));
+    let opts = [os("--open"), spec];
+    let out = output(&mut scene.parent(&opts, &scene.behind_shim(&attempt)));
+    assert_blocked("walled", &out, Some("EACCES"));
+    let out = output(&mut scene.parent(&opts, &attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_proc_parent_fd, escape_proc_parent_fd_unprivileged => proc_parent_fd);
+
+/// The same descriptor copied out of the parent with `pidfd_getfd(2)`.
+fn pidfd_getfd_parent(who: Who) {
+    let scene = Scene::new("esc-pidfd", who);
+    let attempt = scene.attempt("pidfd-getfd", &["@PPID@", "5"]);
+    let mut spec = OsString::from("5=");
+    spec.push(scene.sb.outside().join("secret"));
+    let opts = [os("--open"), spec];
+    let out = output(&mut scene.parent(&opts, &scene.behind_shim(&attempt)));
+    assert_blocked("walled", &out, Some("EPERM"));
+    let out = output(&mut scene.parent(&opts, &attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_pidfd_getfd_parent, escape_pidfd_getfd_parent_unprivileged => pidfd_getfd_parent);
+
+/// The parent's environment holds what the filter kept from the agent.
+fn proc_parent_environ(who: Who) {
+    let scene = Scene::new("esc-environ", who);
+    let needle = "LW_PARENT_SECRET=parent-env-secret";
+    let attempt = scene.attempt("read", &["/proc/@PPID@/environ", needle]);
+    let launch = |cmd: &[OsString]| {
+        let mut c = scene.parent(&[], cmd);
+        c.env("LW_PARENT_SECRET", "parent-env-secret");
+        output(&mut c)
+    };
+    let out = launch(&scene.behind_shim(&attempt));
+    assert_blocked("walled", &out, Some("EACCES"));
+    let out = launch(&attempt);
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_proc_parent_environ, escape_proc_parent_environ_unprivileged => proc_parent_environ);
+
+// ---- Inherited descriptors.
+
+/// A parent leaves fd 7 open on an outside file (no close-on-exec): the agent must not find it.
+#[test]
+fn escape_inherited_file_descriptor() {
+    let scene = Scene::new("esc-fdfile", Who::Root);
+    let attempt = scene.attempt("fd", &["7"]);
+    let mut spec = OsString::from("7=");
+    spec.push(scene.sb.outside().join("secret"));
+    let opts = [os("--leak"), spec];
+    let out = output(&mut scene.parent(&opts, &scene.behind_shim(&attempt)));
+    assert_blocked("walled", &out, Some("EBADF"));
+    let out = output(&mut scene.parent(&opts, &attempt));
+    assert_escaped("control", &out);
+}
+
+/// The same with a directory descriptor, which would let `openat` reach inside it.
+#[test]
+fn escape_inherited_directory_descriptor() {
+    let scene = Scene::new("esc-fddir", Who::Root);
+    let attempt = scene.attempt("fd", &["8", "secret"]);
+    let mut spec = OsString::from("8=");
+    spec.push(scene.sb.outside());
+    let opts = [os("--leak"), spec];
+    let out = output(&mut scene.parent(&opts, &scene.behind_shim(&attempt)));
+    assert_blocked("walled", &out, Some("EBADF"));
+    let out = output(&mut scene.parent(&opts, &attempt));
+    assert_escaped("control", &out);
+}
+
+// ---- The parent process.
+
+fn on_parent(scene: &Scene, sub: &str, args: &[&str], errno: Option<&str>) {
+    let attempt = scene.attempt(sub, args);
+    let rep = scene.run().join("report");
+    let opts = [os("--report"), os(&rep)];
+    let out = output(&mut scene.parent(&opts, &scene.behind_shim(&attempt)));
+    assert_blocked("walled", &out, errno);
+    assert!(report(scene).contains("signals: none"), "{}", report(scene));
+    let out = output(&mut scene.parent(&opts, &attempt));
+    assert_escaped("control", &out);
+}
+
+fn ptrace_attach_parent(who: Who) {
+    let scene = Scene::new("esc-ptrace", who);
+    on_parent(&scene, "ptrace-attach", &["@PPID@"], Some("EPERM"));
+}
+root_and_user!(escape_ptrace_attach_parent, escape_ptrace_attach_parent_unprivileged => ptrace_attach_parent);
+
+fn ptrace_seize_parent(who: Who) {
+    let scene = Scene::new("esc-seize", who);
+    on_parent(&scene, "ptrace-seize", &["@PPID@"], Some("EPERM"));
+}
+root_and_user!(escape_ptrace_seize_parent, escape_ptrace_seize_parent_unprivileged => ptrace_seize_parent);
+
+fn process_vm_readv_parent(who: Who) {
+    let scene = Scene::new("esc-vmread", who);
+    on_parent(
+        &scene,
+        "vm-read",
+        &["@PPID@", "@ADDR@", "@LEN@"],
+        Some("EPERM"),
+    );
+    // The control read the real secret, so the address was right.
+    let attempt = scene.attempt("vm-read", &["@PPID@", "@ADDR@", "@LEN@"]);
+    let out = output(&mut scene.parent(&[], &attempt));
+    assert!(
+        verdict(&out).contains("parent-memory-secret"),
+        "{}",
+        describe(&out)
+    );
+}
+root_and_user!(escape_process_vm_readv_parent, escape_process_vm_readv_parent_unprivileged => process_vm_readv_parent);
+
+fn proc_parent_mem(who: Who) {
+    let scene = Scene::new("esc-procmem", who);
+    on_parent(
+        &scene,
+        "mem",
+        &["@PPID@", "@ADDR@", "@LEN@"],
+        Some("EACCES"),
+    );
+}
+root_and_user!(escape_proc_parent_mem, escape_proc_parent_mem_unprivileged => proc_parent_mem);
+
+fn signal_parent(who: Who) {
+    let scene = Scene::new("esc-sigparent", who);
+    let attempt = scene.attempt("kill", &["@PPID@", "USR1"]);
+    let rep = scene.run().join("report");
+    let opts = [os("--report"), os(&rep)];
+    let out = output(&mut scene.parent(&opts, &scene.behind_shim(&attempt)));
+    assert_blocked("walled", &out, Some("EPERM"));
+    assert!(
+        report(&scene).contains("signals: none"),
+        "the parent got a signal: {}",
+        report(&scene)
+    );
+    let out = output(&mut scene.parent(&opts, &attempt));
+    assert_escaped("control", &out);
+    assert!(
+        report(&scene).contains("signals: SIGUSR1"),
+        "the control's signal did not arrive: {}",
+        report(&scene)
+    );
+}
+root_and_user!(escape_signal_parent, escape_signal_parent_unprivileged => signal_parent);
+
+/// A process started outside the wall by the same user (a sibling of the agent).
+fn signal_sibling(who: Who) {
+    let scene = Scene::new("esc-sigsib", who);
+    let mut sibling: Child = scene
+        .cmd(scene.esc())
+        .arg("pause")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn sibling");
+    let pid = sibling.id().to_string();
+    let attempt = scene.attempt("kill", &[pid.as_str(), "TERM"]);
+    let out = output(&mut scene.walled(&attempt));
+    let walled = verdict(&out);
+    let alive = sibling.try_wait().expect("try_wait").is_none();
+    let out_control = output(&mut scene.control(&attempt));
+    let control = verdict(&out_control);
+    if !control.starts_with("ESCAPED") {
+        let _killed = sibling.kill();
+    }
+    let st = sibling.wait().expect("wait sibling");
+    assert!(
+        walled.starts_with("BLOCKED") && walled.contains("EPERM"),
+        "walled: {}",
+        describe(&out)
+    );
+    assert!(alive, "the sibling died of the walled attempt");
+    assert_escaped("control", &out_control);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGTERM)
+    );
+}
+root_and_user!(escape_signal_sibling, escape_signal_sibling_unprivileged => signal_sibling);
+
+/// Scopes stop signals leaving the agent's domain, not signals to its own children.
+#[test]
+fn signal_own_child_still_works() {
+    let scene = Scene::new("esc-sigchild", Who::Root);
+    let out = output(&mut scene.walled(&scene.attempt::<&str>("kill-child", &[])));
+    let v = verdict(&out);
+    assert!(v.starts_with("ESCAPED own child"), "{}", describe(&out));
+}
+
+// ---- Abstract unix sockets.
+
+fn abstract_socket(who: Who) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let scene = Scene::new("esc-abstract", who);
+    let name = format!("landwall-escape-{}", tag(&scene));
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract address");
+    let listener = UnixListener::bind_addr(&addr).expect("bind abstract socket");
+    listener.set_nonblocking(true).expect("nonblocking");
+    walled_then_control(
+        &scene,
+        &scene.attempt("abstract", &[name.as_str()]),
+        Some("EPERM"),
+        |_| {
+            let e = listener
+                .accept()
+                .expect_err("the listener got a connection");
+            assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        },
+    );
+    listener
+        .accept()
+        .expect("the control's connection is queued");
+}
+root_and_user!(escape_abstract_socket, escape_abstract_socket_unprivileged => abstract_socket);
+
+// ---- Terminals.
+
+/// Runs `cmd` with a new pty as controlling terminal; returns the launcher's output (its
+/// verdict: was input injected into the terminal; stderr: `child: …` lines).
+fn in_pty(scene: &Scene, cmd: &[OsString]) -> Output {
+    let mut c = scene.cmd(scene.esc());
+    c.arg("pty").arg("--").args(cmd);
+    output(&mut c)
+}
+
+/// The verdict the child printed on its terminal, if it lived to print one.
+fn child_line(out: &Output) -> Option<String> {
+    stderr(out)
+        .lines()
+        .find(|l| l.starts_with("child: ESCAPED") || l.starts_with("child: BLOCKED"))
+        .map(str::to_string)
+}
+
+/// TIOCSTI with `flag` ("", "--high", "--i386"): nothing may reach the terminal's input.
+fn tiocsti(who: Who, flag: &str) {
+    let scene = Scene::new("esc-tiocsti", who);
+    let flags: &[&str] = if flag.is_empty() { &[] } else { &[flag] };
+    let attempt = scene.attempt("tiocsti", flags);
+    let out = in_pty(&scene, &scene.behind_shim(&attempt));
+    assert_blocked("walled (terminal input)", &out, None);
+    match child_line(&out) {
+        // The filter answers EPERM to the x86_64 numbers …
+        Some(line) => assert!(
+            line.starts_with("child: BLOCKED") && line.contains("EPERM"),
+            "{}",
+            describe(&out)
+        ),
+        // … and kills a process that enters through another architecture's table.
+        None => assert!(
+            flag == "--i386" && stderr(&out).contains("child: exit 159"),
+            "{}",
+            describe(&out)
+        ),
+    }
+    let out = in_pty(&scene, &attempt);
+    assert_escaped("control (terminal input)", &out);
+}
+
+#[test]
+fn escape_tiocsti() {
+    tiocsti(Who::Root, "")
+}
+#[test]
+fn escape_tiocsti_unprivileged() {
+    tiocsti(Who::User, "")
+}
+#[test]
+fn escape_tiocsti_high_bits() {
+    tiocsti(Who::Root, "--high")
+}
+#[test]
+fn escape_tiocsti_high_bits_unprivileged() {
+    tiocsti(Who::User, "--high")
+}
+/// The i386 entry (`int 0x80`) has its own system call numbers (ioctl is 54, not 16).
+#[test]
+fn escape_tiocsti_i386_entry() {
+    tiocsti(Who::Root, "--i386")
+}
+
+/// TIOCLINUX is only answered by a virtual console: the agent gets one as its controlling
+/// terminal (root only: virtual consoles belong to root). Each test uses its own console.
+fn tioclinux(high: bool, vt: &str) {
+    if !Path::new(vt).exists() {
+        eprintln!("skipped: {vt} does not exist (no virtual consoles on this machine)");
+        return;
+    }
+    let scene = Scene::new("esc-tioclinux", Who::Root);
+    let flags: &[&str] = if high { &["--high"] } else { &[] };
+    let attempt = scene.attempt("tioclinux", flags);
+    let on_vt = |cmd: Vec<OsString>| {
+        let mut c = scene.cmd(scene.esc());
+        c.args(["ctty", vt, "--stdin", "--"]).args(cmd);
+        output(&mut c)
+    };
+    let out = on_vt(scene.behind_shim(&attempt));
+    assert_blocked("walled", &out, Some("EPERM"));
+    let out = on_vt(attempt);
+    assert_escaped("control", &out);
+}
+
+#[test]
+fn escape_tioclinux() {
+    tioclinux(false, "/dev/tty62")
+}
+#[test]
+fn escape_tioclinux_high_bits() {
+    tioclinux(true, "/dev/tty63")
+}
+
+/// What the filter must not break: window size, raw mode, /dev/tty, /dev/null, a new pty.
+fn terminal_ioctls(who: Who) {
+    let scene = Scene::new("esc-ttyok", who);
+    let attempt = scene.attempt::<&str>("tty-ioctls", &[]);
+    let out = in_pty(&scene, &scene.behind_shim(&attempt));
+    assert!(
+        child_line(&out).is_some_and(|l| l.starts_with("child: ESCAPED")),
+        "{}",
+        describe(&out)
+    );
+}
+root_and_user!(terminal_ioctls_still_work, terminal_ioctls_still_work_unprivileged => terminal_ioctls);
+
+// ---- Mounts and roots.
+
+fn mounted_at(dir: &Path) -> bool {
+    let info = read(Path::new("/proc/self/mountinfo"));
+    let needle = format!(" {} ", dir.display());
+    info.lines().any(|l| l.contains(&needle))
+}
+
+#[test]
+fn escape_mount_tmpfs() {
+    let scene = Scene::new("esc-mount", Who::Root);
+    let dir = scene.sb.wt().join("mnt");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("kept"), "x").expect("write");
+    walled_then_control(
+        &scene,
+        &scene.attempt("mount", &[&dir]),
+        Some("EPERM"),
+        |_| {
+            assert!(!mounted_at(&dir));
+            assert!(dir.join("kept").exists());
+        },
+    );
+    assert!(!mounted_at(&dir), "the control unmounts what it mounted");
+}
+
+fn userns_mount(who: Who) {
+    let scene = Scene::new("esc-usermount", who);
+    let dir = scene.sb.wt().join("mnt");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&dir, uid, gid);
+    }
+    walled_then_control(
+        &scene,
+        &scene.attempt("userns-mount", &[&dir]),
+        Some("EPERM"),
+        |_| assert!(!mounted_at(&dir)),
+    );
+}
+root_and_user!(escape_userns_mount, escape_userns_mount_unprivileged => userns_mount);
+
+/// chroot into a jail in the worktree, walk `..` out of it, chroot to the real root, read.
+fn chroot_walk(who: Who) {
+    let scene = Scene::new("esc-chroot", who);
+    let jail = scene.sb.wt().join("jail");
+    std::fs::create_dir_all(jail.join("etc")).expect("mkdir jail");
+    std::fs::write(jail.join("etc/passwd"), "root::0:0::/:/bin/sh\n").expect("crafted passwd");
+    let attempt = scene.attempt(
+        "chroot-walk",
+        &[
+            jail.as_os_str(),
+            scene.sb.outside().join("secret").as_os_str(),
+        ],
+    );
+    walled_then_control(&scene, &attempt, Some("EACCES"), |_| {});
+}
+root_and_user!(escape_chroot_walk, escape_chroot_walk_unprivileged => chroot_walk);
+
+// ---- Privilege.
+
+/// A setuid-root copy of `lw-escape` reports whether it holds privilege. Unprivileged, it
+/// would run with euid 0; root would regain every capability.
+fn setuid_program(who: Who) {
+    let scene = Scene::new("esc-setuid", who);
+    let suid = scene.sb.agents().join("lw-escape-suid");
+    install(
+        &scene.esc(),
+        &suid,
+        &["-o", "root", "-g", "root", "-m", "4755"],
+    );
+    assert_eq!(
+        std::fs::metadata(&suid).expect("stat").permissions().mode() & 0o7777,
+        0o4755
+    );
+    walled_then_control(
+        &scene,
+        &scene.attempt("run", &[os(&suid), os("ids")]),
+        Some("no privilege"),
+        |_| {},
+    );
+}
+root_and_user!(escape_setuid_program, escape_setuid_program_unprivileged => setuid_program);
+
+/// A copy of `lw-escape` with `cap_dac_read_search+ep` tries to read a file in the worktree
+/// that only that capability opens (owned by another user, mode 0600).
+fn file_caps(who: Who) {
+    if Command::new("setcap").arg("-h").output().is_err() {
+        let apt = Command::new("apt-get")
+            .args(["install", "-y", "-q", "libcap2-bin"])
+            .output()
+            .expect("apt-get");
+        assert!(apt.status.success(), "install setcap: {}", stderr(&apt));
+    }
+    let scene = Scene::new("esc-filecaps", who);
+    let capped = scene.sb.agents().join("lw-escape-caps");
+    install(&scene.esc(), &capped, &["-m", "0755"]);
+    let out = Command::new("setcap")
+        .arg("cap_dac_read_search+ep")
+        .arg(&capped)
+        .output()
+        .expect("setcap");
+    assert!(out.status.success(), "setcap: {}", stderr(&out));
+    let private = scene.sb.wt().join("private");
+    std::fs::write(&private, "someone else's\n").expect("write");
+    std::os::unix::fs::chown(&private, Some(65534), Some(65534)).expect("chown nobody");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // Root, whose bounding set is empty behind the shim, cannot even exec it (EPERM: the
+    // file's effective bit asks for capabilities it cannot get); a user runs it without them.
+    walled_then_control(
+        &scene,
+        &scene.attempt("run", &[os(&capped), os("read"), os(&private)]),
+        None,
+        |_| assert_eq!(read(&private), "someone else's\n"),
+    );
+}
+root_and_user!(escape_file_caps, escape_file_caps_unprivileged => file_caps);
+
+// ---- The environment.
+
+/// Builds `liblwpreload.so` in the agents' directory (readable by the agent, so only the
+/// environment filter can keep it out); its constructor appends the loading program's path to
+/// `mark`.
+fn preload_library(scene: &Scene, mark: &Path) -> Option<PathBuf> {
+    let src = scene.sb.root.join("lwpreload.c");
+    let lib = scene.sb.agents().join("liblwpreload.so");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <stdio.h>\n#include <unistd.h>\n\
+             __attribute__((constructor)) static void lw(void) {{\n\
+               char exe[4096]; ssize_t n = readlink(\"/proc/self/exe\", exe, sizeof exe - 1);\n\
+               exe[n < 0 ? 0 : n] = 0;\n\
+               FILE *f = fopen(\"{}\", \"a\"); if (f) {{ fprintf(f, \"%s\\n\", exe); fclose(f); }}\n\
+             }}\n",
+            mark.display()
+        ),
+    )
+    .expect("write preload source");
+    match Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .output()
+    {
+        Ok(out) if out.status.success() => Some(lib),
+        Ok(out) => panic!("cc failed: {}", stderr(&out)),
+        Err(e) => {
+            eprintln!("no C compiler ({e}): checking the variables only");
+            None
+        }
+    }
+}
+
+#[test]
+fn escape_ld_preload() {
+    let scene = Scene::new("esc-preload", Who::Root);
+    let mark = scene.sb.wt().join("preload-marker");
+    let lib = preload_library(&scene, &mark);
+    let preload = lib
+        .as_deref()
+        .map(|l| l.as_os_str().to_os_string())
+        .unwrap_or_else(|| os("/nonexistent/liblwpreload.so"));
+    let attempt = scene.attempt::<&str>("env", &[]);
+    let with_env = |mut c: Command| {
+        c.env("LD_PRELOAD", &preload)
+            .env("LD_LIBRARY_PATH", scene.sb.agents())
+            .env("LD_AUDIT", &preload)
+            .env("GLIBC_TUNABLES", "glibc.malloc.check=3");
+        c
+    };
+    let out = output(&mut with_env(scene.walled(&attempt)));
+    assert_blocked("walled", &out, None);
+    // The shim itself is started with the caller's environment, before the wall; nothing
+    // behind it may load the library.
+    let shim_exe = std::fs::canonicalize(scene.shim()).expect("resolve shim");
+    let loaded = std::fs::read_to_string(&mark).unwrap_or_default();
+    for exe in loaded.lines() {
+        assert_eq!(
+            Path::new(exe),
+            shim_exe,
+            "the preload library ran in {exe} behind the wall"
+        );
+    }
+    // Outside the wall it loads into the agent (here through the stand-in agent script).
+    let mut c = scene.cmd(scene.sb.agents().join("claude-real"));
+    c.args(&attempt);
+    let out = output(&mut with_env(c));
+    assert_escaped("control", &out);
+    if lib.is_some() {
+        assert!(
+            verdict(&out).contains("lwpreload library mapped"),
+            "{}",
+            describe(&out)
+        );
+    }
+}
+
+#[test]
+fn escape_bash_env() {
+    let scene = Scene::new("esc-bashenv", Who::Root);
+    let mark = scene.sb.wt().join("bashenv-marker");
+    let script = scene.sb.agents().join("bashenv.sh");
+    std::fs::write(&script, format!("echo ran >> '{}'\n", mark.display())).expect("write");
+    let mut attempt = vec![os("bash"), os("-c")];
+    attempt.push(os(format!("exec '{}' env", scene.esc().display())));
+    let with_env = |mut c: Command| {
+        c.env("BASH_ENV", &script)
+            .env("ENV", &script)
+            .env("BASH_FUNC_echo%%", "() { builtin echo pwned; }");
+        c
+    };
+    let out = output(&mut with_env(scene.walled(&attempt)));
+    assert_blocked("walled", &out, None);
+    assert!(!mark.exists(), "BASH_ENV's script ran behind the wall");
+    let out = output(&mut with_env(scene.control(&attempt)));
+    assert_escaped("control", &out);
+    assert!(mark.exists(), "the control's bash did not run BASH_ENV");
+}
+
+// ---- Git metadata of a linked worktree.
+
+/// A main repository and a linked worktree of it; returns (main, linked).
+fn linked_worktree(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let main = sb.root.join("main");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    sb.git(&main, &["init", "-q"]);
+    std::fs::write(main.join("README"), "main\n").expect("write");
+    sb.git(&main, &["add", "README"]);
+    sb.git(&main, &["commit", "-qm", "initial"]);
+    let linked = sb.root.join("linked");
+    sb.git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().expect("utf8"),
+            "-b",
+            "task",
+        ],
+    );
+    (main, linked)
+}
+
+/// Runs `attempt` in the linked worktree: blocked behind the shim, escaping outside.
+fn in_linked(scene: &Scene, linked: &Path, attempt: &[OsString], unchanged: impl FnOnce()) {
+    let out = output(scene.walled(attempt).current_dir(linked));
+    assert!(scene.sb.ran_in(linked), "{}", describe(&out));
+    assert_blocked("walled", &out, Some("EACCES"));
+    unchanged();
+    let out = output(scene.control(attempt).current_dir(linked));
+    assert_escaped("control", &out);
+}
+
+#[test]
+fn escape_git_hook_in_linked_worktree() {
+    let scene = Scene::new("esc-githook", Who::Root);
+    let (main, linked) = linked_worktree(&scene.sb);
+    let hook = main.join(".git/hooks/pre-commit");
+    in_linked(&scene, &linked, &scene.attempt("write", &[&hook]), || {
+        assert!(!hook.exists(), "a hook was planted")
+    });
+}
+
+#[test]
+fn escape_git_config_in_linked_worktree() {
+    let scene = Scene::new("esc-gitconfig", Who::Root);
+    let (main, linked) = linked_worktree(&scene.sb);
+    let config = main.join(".git/config");
+    let before = read(&config);
+    in_linked(&scene, &linked, &scene.attempt("write", &[&config]), || {
+        assert_eq!(read(&config), before, "the repository's config changed")
+    });
+}
+
+#[test]
+fn escape_git_info_in_linked_worktree() {
+    let scene = Scene::new("esc-gitinfo", Who::Root);
+    let (main, linked) = linked_worktree(&scene.sb);
+    let attributes = main.join(".git/info/attributes");
+    in_linked(
+        &scene,
+        &linked,
+        &scene.attempt("write", &[&attributes]),
+        || assert!(!attributes.exists()),
+    );
+}
+
+// ---- Strict home.
+
+fn bashrc_strict_home(who: Who) {
+    let scene = Scene::new("esc-bashrc", who);
+    let cfg = scene.sb.config("home = \"strict\"\n");
+    let bashrc = scene.sb.home().join(".bashrc");
+    std::fs::write(&bashrc, "# the user's bashrc\n").expect("write");
+    std::fs::create_dir_all(scene.sb.home().join(".claude")).expect("mkdir");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&scene.sb.home(), uid, gid);
+    }
+    let attempt = scene.attempt("write", &[&bashrc]);
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &cfg));
+    assert_blocked("walled", &out, Some("EACCES"));
+    assert_eq!(read(&bashrc), "# the user's bashrc\n");
+    // The agent's own state stays writable.
+    let state = scene.sb.home().join(".claude/state");
+    let out = output(
+        scene
+            .walled(&scene.attempt("write", &[&state]))
+            .env("LANDWALL_CONFIG", &cfg),
+    );
+    assert!(
+        verdict(&out).starts_with("ESCAPED"),
+        "~/.claude must stay writable: {}",
+        describe(&out)
+    );
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_bashrc_strict_home, escape_bashrc_strict_home_unprivileged => bashrc_strict_home);
+
+// ---- Network by port.
+
+/// Two loopback listeners; the configuration lists the first.
+struct Ports {
+    listed: std::net::TcpListener,
+    unlisted: std::net::TcpListener,
+}
+
+impl Ports {
+    fn new() -> Ports {
+        let bind = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+            l.set_nonblocking(true).expect("nonblocking");
+            l
+        };
+        Ports {
+            listed: bind(),
+            unlisted: bind(),
+        }
+    }
+    fn addr(l: &std::net::TcpListener) -> String {
+        l.local_addr().expect("addr").to_string()
+    }
+    fn config(&self, scene: &Scene) -> PathBuf {
+        let port = self.listed.local_addr().expect("addr").port();
+        scene
+            .sb
+            .config(&format!("[network]\nconnect_tcp = [{port}]\n"))
+    }
+    fn assert_no_connection(l: &std::net::TcpListener) {
+        let e = l.accept().expect_err("a connection arrived");
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    }
+}
+
+#[test]
+fn escape_tcp_unlisted_port() {
+    let scene = Scene::new("esc-tcp", Who::Root);
+    let ports = Ports::new();
+    let cfg = ports.config(&scene);
+    let to = Ports::addr(&ports.unlisted);
+    let attempt = scene.attempt("connect", &[to.as_str()]);
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &cfg));
+    assert_blocked("walled", &out, Some("EACCES"));
+    Ports::assert_no_connection(&ports.unlisted);
+    // The listed port still connects.
+    let listed = Ports::addr(&ports.listed);
+    let out = output(
+        scene
+            .walled(&scene.attempt("connect", &[listed.as_str()]))
+            .env("LANDWALL_CONFIG", &cfg),
+    );
+    assert!(
+        verdict(&out).starts_with("ESCAPED"),
+        "the listed port must connect: {}",
+        describe(&out)
+    );
+    ports
+        .listed
+        .accept()
+        .expect("the listed port got its connection");
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+}
+
+/// Landlock's TCP rules do not see MPTCP sockets: with ports configured, the seccomp filter
+/// must refuse to create them.
+#[test]
+fn escape_mptcp() {
+    let scene = Scene::new("esc-mptcp", Who::Root);
+    let ports = Ports::new();
+    let cfg = ports.config(&scene);
+    let to = Ports::addr(&ports.unlisted);
+    let attempt = scene.attempt("mptcp", &[to.as_str()]);
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &cfg));
+    let v = assert_blocked("walled", &out, Some("EPROTONOSUPPORT"));
+    assert!(v.contains("socket("), "refused at socket(): {v}");
+    Ports::assert_no_connection(&ports.unlisted);
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control (needs net.mptcp.enabled = 1)", &out);
+}
+
+// ---- Devices.
+
+/// Whether the kernel log holds a line with `nonce` (read as root, without blocking).
+fn kernel_log_contains(nonce: &str) -> bool {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+        .expect("open /dev/kmsg");
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                if String::from_utf8_lossy(&buf[..n]).contains(nonce) {
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            // A record was overwritten while reading: go on with the next.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+            Err(e) => panic!("read /dev/kmsg: {e}"),
+        }
+    }
+}
+
+/// Root writes into the kernel log through /dev/kmsg (it owns the device; writing needs no
+/// capability).
+#[test]
+fn escape_dev_kmsg() {
+    let scene = Scene::new("esc-kmsg", Who::Root);
+    let walled_nonce = format!("walled-{}", tag(&scene));
+    let out = output(&mut scene.walled(&scene.attempt("kmsg", &[walled_nonce.as_str()])));
+    assert_blocked("walled", &out, Some("EACCES"));
+    assert!(
+        !kernel_log_contains(&walled_nonce),
+        "the line reached the kernel log"
+    );
+    let control_nonce = format!("control-{}", tag(&scene));
+    let out = output(&mut scene.control(&scene.attempt("kmsg", &[control_nonce.as_str()])));
+    assert_escaped("control", &out);
+    assert!(kernel_log_contains(&control_nonce));
+}
+
+#[test]
+fn escape_dev_loop_control() {
+    let scene = Scene::new("esc-loopctl", Who::Root);
+    walled_then_control(
+        &scene,
+        &scene.attempt("open-dev", &["/dev/loop-control", "rw"]),
+        Some("EACCES"),
+        |_| {},
+    );
+}
+
+/// The text on the virtual consoles' screens.
+#[test]
+fn escape_dev_vcs() {
+    if !Path::new("/dev/vcs").exists() {
+        eprintln!("skipped: no /dev/vcs on this machine");
+        return;
+    }
+    let scene = Scene::new("esc-vcs", Who::Root);
+    walled_then_control(
+        &scene,
+        &scene.attempt("open-dev", &["/dev/vcs", "r"]),
+        Some("EACCES"),
+        |_| {},
+    );
+}
+
+/// Another terminal than the agent's own: a virtual console and the system console.
+#[test]
+fn escape_dev_other_consoles() {
+    let scene = Scene::new("esc-consoles", Who::Root);
+    let mut tried = 0;
+    for dev in ["/dev/tty1", "/dev/console", "/dev/ttyS0"] {
+        if !Path::new(dev).exists() {
+            continue;
+        }
+        let attempt = scene.attempt("open-dev", &[dev, "rw"]);
+        let out = output(&mut scene.walled(&attempt));
+        assert_blocked(&format!("walled {dev}"), &out, Some("EACCES"));
+        let out = output(&mut scene.control(&attempt));
+        assert_escaped(&format!("control {dev}"), &out);
+        tried += 1;
+    }
+    assert!(
+        tried > 0,
+        "no console device here: the test would prove nothing"
+    );
+}
+
+/// Raw block devices: every one that root can open for reading outside the wall (some
+/// machines refuse even root on the disk that holds `/`) must be refused inside.
+#[test]
+fn escape_block_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let scene = Scene::new("esc-blockdev", Who::Root);
+    let mut tried = Vec::new();
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/block")
+        .expect("list /sys/class/block")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    for name in names {
+        let dev = Path::new("/dev").join(&name);
+        let is_block = std::fs::metadata(&dev).is_ok_and(|m| m.file_type().is_block_device());
+        if !is_block {
+            continue;
+        }
+        let attempt = scene.attempt("open-dev", &[dev.as_os_str(), OsStr::new("r")]);
+        if !verdict(&output(&mut scene.control(&attempt))).starts_with("ESCAPED") {
+            continue;
+        }
+        let out = output(&mut scene.walled(&attempt));
+        assert_blocked(&format!("walled {}", dev.display()), &out, Some("EACCES"));
+        tried.push(dev);
+        if tried.len() == 4 {
+            break;
+        }
+    }
+    assert!(
+        !tried.is_empty(),
+        "no block device that root can open here: the test would prove nothing"
+    );
+}
