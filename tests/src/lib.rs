@@ -111,9 +111,18 @@ impl Sandbox {
     pub fn agent_script(&self, name: &str, body: &str) -> PathBuf {
         let path = self.agents().join(format!("{name}-real"));
         let script = format!("#!/bin/sh\necho ran > \"$PWD/marker\"\n{body}\n");
-        std::fs::write(&path, script).expect("write agent");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod agent");
+        // Written to a scratch name here, then copied into place by `install` in a child
+        // process: the executable's inode is never open for writing in this process, so no
+        // other test thread's fork can hold it open when it is executed (ETXTBSY).
+        let draft = self.root.join(format!(".{name}-real.draft"));
+        std::fs::write(&draft, script).expect("write agent draft");
+        let status = Command::new("install")
+            .args(["-m", "755"])
+            .arg(&draft)
+            .arg(&path)
+            .status()
+            .expect("run install");
+        assert!(status.success(), "install {}", path.display());
         path
     }
 
