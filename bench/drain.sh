@@ -87,7 +87,8 @@ stats() { # FILE of microsecond values -> "median p99" in ms
 }
 rate() { awk -v n="$1" -v us="$2" 'BEGIN { printf "%.0f", n / (us / 1e6) }'; }
 
-echo "landwall-drain vs tsp, $N jobs each, kernel $(uname -r), $(nproc) cores"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "landwall-drain vs tsp, $N jobs each, kernel $(uname -r), $(nproc) cores, load $LOAD0"
 
 # --- latency -----------------------------------------------------------------------------
 echo "latency: landwall-drain"
@@ -168,7 +169,8 @@ report=$(cat <<EOF
 # landwall-drain vs task-spooler
 
 $(date -u +%Y-%m-%dT%H:%M:%SZ), kernel $(uname -r), $(nproc) cores, $(tsp -V 2>&1 | head -n1 | sed "s/ - .*//"),
-landwall $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?"), $N jobs per figure, one job slot each.
+landwall $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?"), $N jobs per figure, one job slot each,
+load average $LOAD0 at the start and $(cut -d' ' -f1-3 /proc/loadavg) at the end (other work on the machine skews both columns alike).
 landwall-drain walled in (LANDWALL_DRAIN_SANDBOX=1); each of its jobs behind its own Landlock
 wall, seccomp filter and self-check; submits and results fsynced. tsp: no wall, no fsync.
 
