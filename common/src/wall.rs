@@ -175,9 +175,14 @@ pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
                 source,
             })?;
     }
+    // ABI 7: audit the agent's denials (after exec), not the shim's own before it (the
+    // self-check's expected refusal of `/` would otherwise be logged on every launch).
     let audit_new_exec = have >= 7;
     if audit_new_exec {
-        ruleset = ruleset.log_new_exec(true).map_err(WallError::Ruleset)?;
+        ruleset = ruleset
+            .log_new_exec(true)
+            .and_then(|r| r.log_same_exec(false))
+            .map_err(WallError::Ruleset)?;
     }
     let status = ruleset.restrict_self().map_err(WallError::Restrict)?;
     if status.ruleset != RulesetStatus::FullyEnforced {

@@ -904,3 +904,60 @@ fn system_config_writable_by_others_is_refused() {
     let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// On ABI 7 the agent's denials after exec reach the audit log; the shim's own self-check
+/// before the exec does not. Needs `auditctl` (Debian package auditd) to switch kernel
+/// auditing on for the test; the previous state is restored.
+#[test]
+fn denials_after_exec_are_audited() {
+    let abi = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let status = Command::new("auditctl").arg("-s").output().expect(
+        "auditctl is missing: install the auditd package (make test and .ci/run do) to test Landlock auditing",
+    );
+    let was_enabled = stdout(&status).lines().any(|l| l.trim() == "enabled 1");
+    assert!(run(Command::new("auditctl").args(["-e", "1"]))
+        .status
+        .success());
+    let sb = Sandbox::new("audit");
+    let target = sb.outside().join(format!("audited-{}", std::process::id()));
+    std::fs::write(&target, "x").expect("write");
+    sb.agent_script(
+        "claude",
+        &format!("cat \"{}\" >/dev/null 2>&1; true", target.display()),
+    );
+    let out = run(&mut sb.shim("claude"));
+    let restore = if was_enabled { "1" } else { "0" };
+    let restored = run(Command::new("auditctl").args(["-e", restore]))
+        .status
+        .success();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(restored, "could not restore auditing to {restore}");
+    let needle = format!("path=\"{}\"", target.display());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut log = String::new();
+    while std::time::Instant::now() < deadline {
+        log = stdout(&run(Command::new("dmesg").arg("--notime")));
+        log.push_str(&std::fs::read_to_string("/var/log/audit/audit.log").unwrap_or_default());
+        if log.contains(&needle) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let line = log
+        .lines()
+        .find(|l| l.contains(&needle))
+        .unwrap_or_else(|| panic!("no audit record for {needle} (kernel {abi})"));
+    assert!(
+        line.contains("type=1423") && line.contains("blockers=fs.read_file"),
+        "{line}"
+    );
+    let domain = line
+        .split_whitespace()
+        .find(|w| w.starts_with("domain="))
+        .expect("domain id");
+    assert!(
+        !log.lines()
+            .any(|l| l.contains(domain) && l.contains("path=\"/\"")),
+        "the shim's self-check was audited"
+    );
+}
