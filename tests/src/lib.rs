@@ -5,7 +5,6 @@
 //! policy makes `/tmp` writable, so a test that put "another project" there could not fail.
 
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
