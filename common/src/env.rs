@@ -119,6 +119,10 @@ fn agent_patterns(agent: &str) -> &'static [&'static str] {
             "DISABLE_*",
             "MAX_THINKING_TOKENS",
             "MCP_TIMEOUT",
+            // Claude Code refuses `--dangerously-skip-permissions` (bypassPermissions) as
+            // root unless IS_SANDBOX=1 says it runs in a deliberate sandbox, which behind
+            // the shim it does; a user who sets it outside the shim means it.
+            "IS_SANDBOX",
         ],
         "opencode" => &[
             "OPENCODE_*",

@@ -393,13 +393,19 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
 
     let mut env_allow = config.env_allow.clone();
     env_allow.extend(agent_config.env_allow.iter().cloned());
-    let env_defaults = match (config.home, home) {
-        (HomeMode::Strict, Some(home)) => profile::strict_env(agent)
-            .iter()
-            .map(|(k, rel)| (OsString::from(k), home.join(rel).into_os_string()))
-            .collect(),
-        _ => Vec::new(),
-    };
+    // Defaults of every launch (TMPDIR: SQLite would pick /var/tmp, which the wall refuses;
+    // see profile.rs), then strict home's state directories.
+    let mut env_defaults: Vec<(OsString, OsString)> = profile::env_defaults(agent)
+        .iter()
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    if let (HomeMode::Strict, Some(home)) = (config.home, home) {
+        env_defaults.extend(
+            profile::strict_env(agent)
+                .iter()
+                .map(|(k, rel)| (OsString::from(k), home.join(rel).into_os_string())),
+        );
+    }
     Ok(Policy {
         agent: agent.to_string(),
         worktree,
