@@ -292,6 +292,9 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
             for sub in ["objects", "refs", "logs", "reftable"] {
                 b.add_if_present(&common.join(sub), Access::ReadWrite, "git objects, refs and logs the worktree commits into");
             }
+            notes.push(
+                "linked worktree: the repository's config, hooks and info are read-only, but this worktree's own `.git` file and its worktrees/<id>/commondir stay writable; an agent can point them at a git dir it wrote, whose hooks or core.fsmonitor your next git command in this worktree would run outside the wall: check `cat .git` (or run `git worktree repair` from the main checkout) before using git here after a run".to_string(),
+            );
         }
         GitLayout::Linked { git_dir, common_dir: None } => {
             b.add(git_dir, Access::ReadWrite, "the submodule's git dir")?;
