@@ -154,13 +154,72 @@ pub fn sanitize_fds() -> io::Result<()> {
     }
 }
 
+/// The fields of `/proc/self/status` the self-check reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStatus {
+    /// `NoNewPrivs`.
+    pub no_new_privs: u8,
+    /// `Seccomp` (2: filter mode).
+    pub seccomp: u8,
+    /// `CapInh`, `CapPrm`, `CapEff`, `CapBnd`, `CapAmb`.
+    pub caps: [u64; 5],
+}
+
+const CAP_FIELDS: [&str; 5] = ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"];
+
+impl ProcStatus {
+    /// Parses the text of `/proc/<pid>/status`; a missing field is an error.
+    pub fn parse(text: &str) -> Result<ProcStatus, String> {
+        let field = |name: &str| -> Result<&str, String> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+                .ok_or_else(|| format!("no {name} in /proc/self/status"))
+        };
+        let small = |name: &str| -> Result<u8, String> {
+            field(name)?.parse().map_err(|e| format!("{name}: {e}"))
+        };
+        let mut caps = [0u64; 5];
+        for (slot, name) in caps.iter_mut().zip(CAP_FIELDS) {
+            *slot = u64::from_str_radix(field(name)?, 16).map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(ProcStatus {
+            no_new_privs: small("NoNewPrivs")?,
+            seccomp: small("Seccomp")?,
+            caps,
+        })
+    }
+
+    /// Passes only if no_new_privs is set, a seccomp filter is installed and every
+    /// capability set is empty (the bounding set only if it could be dropped).
+    pub fn check(&self, bounding_dropped: bool) -> Result<(), String> {
+        if self.no_new_privs != 1 {
+            return Err("no_new_privs is 0".into());
+        }
+        if self.seccomp != 2 {
+            return Err("no seccomp filter is installed".into());
+        }
+        for (value, name) in self.caps.iter().zip(CAP_FIELDS) {
+            if *value != 0 && (name != "CapBnd" || bounding_dropped) {
+                return Err(format!("{name} is {value:016x}, not empty"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The real kernel.
 #[derive(Debug, Default)]
-pub struct LiveKernel;
+pub struct LiveKernel {
+    /// Whether the bounding set was dropped (it cannot be without CAP_SETPCAP, which only a
+    /// process holding no capability at all lacks).
+    bounding_dropped: bool,
+}
 
 impl Kernel for LiveKernel {
     fn drop_capabilities(&mut self) -> Result<(), CapsError> {
-        crate::caps::drop_all()
+        self.bounding_dropped = crate::caps::drop_all()?;
+        Ok(())
     }
 
     fn set_no_new_privs(&mut self) -> io::Result<()> {
@@ -199,22 +258,8 @@ impl Kernel for LiveKernel {
             Ok(_) => return Err("`/` is readable".into()),
             Err(e) => return Err(format!("listing `/` failed unexpectedly: {e}")),
         }
-        if !nix::sys::prctl::get_no_new_privs().map_err(|e| e.to_string())? {
-            return Err("no_new_privs is 0".into());
-        }
-        for set in [
-            caps::CapSet::Effective,
-            caps::CapSet::Permitted,
-            caps::CapSet::Inheritable,
-            caps::CapSet::Ambient,
-        ] {
-            if !caps::read(None, set).map_err(|e| e.to_string())?.is_empty() {
-                return Err(format!("the {set:?} capability set is not empty"));
-            }
-        }
-        if sys::seccomp_mode().map_err(|e| e.to_string())? != 2 {
-            return Err("no seccomp filter is installed".into());
-        }
+        let text = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+        ProcStatus::parse(&text)?.check(self.bounding_dropped)?;
         // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
         let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);
         if errno != Some(libc::EPERM) {
@@ -378,6 +423,31 @@ mod tests {
         let e = wall_and_exec(&mut k, &policy, &exec);
         assert_eq!(k.steps, ["caps", "nnp", "threads"]);
         assert_eq!(e.exit_code(), crate::exit::WALL);
+    }
+
+    const STATUS: &str = "Name:\tx\nThreads:\t1\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n";
+
+    #[test]
+    fn self_check_reads_proc_status() {
+        let ok = ProcStatus::parse(STATUS).expect("parse");
+        assert_eq!(ok.check(true), Ok(()));
+        for (from, to) in [
+            ("NoNewPrivs:\t1", "NoNewPrivs:\t0"),
+            ("Seccomp:\t2", "Seccomp:\t0"),
+            ("CapEff:\t0000000000000000", "CapEff:\t0000000000000001"),
+            ("CapAmb:\t0000000000000000", "CapAmb:\t0000000000200000"),
+            ("CapBnd:\t0000000000000000", "CapBnd:\t000001ffffffffff"),
+        ] {
+            let bad = ProcStatus::parse(&STATUS.replace(from, to)).expect("parse");
+            assert!(bad.check(true).is_err(), "{to} passed");
+        }
+        // A bounding set that could not be dropped (no CAP_SETPCAP, nothing permitted).
+        let unprivileged = ProcStatus::parse(
+            &STATUS.replace("CapBnd:\t0000000000000000", "CapBnd:\t000001ffffffffff"),
+        )
+        .expect("parse");
+        assert_eq!(unprivileged.check(false), Ok(()));
+        assert!(ProcStatus::parse("Name:\tx\n").is_err());
     }
 
     #[test]
