@@ -163,7 +163,8 @@ uninstall:
 	rmdir '$(ETCDIR)/landwall' 2>/dev/null || true
 
 # The generated files and stripped binaries both packages and `make install` take.
-dist: release
+dist:
+	cd $(ROOT) && $(CARGO) build --release -p landwall -p landwall-drain
 	cd $(ROOT) && $(CARGO) run -q -p xtask -- dist '$(DIST)' >/dev/null
 	gzip -9nf '$(DIST)/man/landwall.1' '$(DIST)/man/landwall-drain.8'
 	install -d '$(DIST)/bin'
@@ -193,7 +194,7 @@ rpm: dist cargo-generate-rpm
 # What the packaging checks run, from Debian's archive, where missing.
 package-tools:
 	@missing=(); \
-	for t in lintian:lintian rpm:rpm rpmlint:rpmlint debootstrap:debootstrap systemd-analyze:systemd; do \
+	for t in strip:binutils lintian:lintian rpm:rpm rpmlint:rpmlint debootstrap:debootstrap systemd-analyze:systemd; do \
 	  PATH="$$PATH:/usr/sbin:/sbin" command -v "$${t%%:*}" >/dev/null || missing+=("$${t#*:}"); \
 	done; \
 	if [ $${#missing[@]} -gt 0 ]; then \
@@ -205,7 +206,7 @@ package-tools:
 
 # lintian, rpmlint, rpm -qlp, systemd-analyze verify and security, make install against the
 # deb, then the deb installed, used, reinstalled, removed and purged in a Debian root.
-test-packages: deb rpm package-tools
+test-packages: package-tools deb rpm
 	bash $(ROOT)/packaging/check-packages.sh '$(TARGET_DIR)'
 	bash $(ROOT)/packaging/install-test.sh '$(TARGET_DIR)'
 

@@ -20,6 +20,7 @@
 # is empty): its %post links, a login shell's `claude`, and `rpm -e`.
 # Needs root (debootstrap, chroot, mount).
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"
 
 TARGET_DIR=$(realpath "$1")
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
