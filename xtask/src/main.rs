@@ -160,7 +160,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
         bold("bash"),
         roman("(1), "),
         bold("systemd.exec"),
-        roman("(5), and the README of the landwall sources. "),
+        roman("(5), and /usr/share/doc/landwall/README.md (the README of the sources). "),
         roman(SOURCE_NOTE),
     ]);
     buf.extend(r.render().into_bytes());
@@ -244,7 +244,7 @@ fn drain_page() -> io::Result<Vec<u8>> {
         roman("(1), "),
         bold("systemd.service"),
         roman(
-            "(5), and docs/drain.md in the landwall sources (spool layout, job files, results). ",
+            "(5), and /usr/share/doc/landwall/drain.md (docs/drain.md in the sources: spool layout, job files, results). ",
         ),
         roman(SOURCE_NOTE),
     ]);
