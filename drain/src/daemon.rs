@@ -229,7 +229,8 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
             is_root: nix::unistd::geteuid().is_root(),
         })
         .map_err(DrainError::Wall)?;
-        let enforced = selfwall::wall_self(&mut LiveKernel::default(), &policy).map_err(DrainError::Wall)?;
+        let enforced =
+            selfwall::wall_self(&mut LiveKernel::default(), &policy).map_err(DrainError::Wall)?;
         log::info!(
             "walled in ({FLAG}=1): Landlock ABI {}, {} rules; writable: the spool, the worktree roots, /tmp, /dev and configured paths",
             enforced.abi,

@@ -125,5 +125,9 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
         policy.env = EnvPolicy::for_agent(&args.agent, &allow);
     }
     let exec = plan::prepare(&policy, &program, &args.argv, &vars)?;
-    Err(launch::wall_and_exec(&mut LiveKernel::default(), &policy, &exec))
+    Err(launch::wall_and_exec(
+        &mut LiveKernel::default(),
+        &policy,
+        &exec,
+    ))
 }
