@@ -430,7 +430,11 @@ fn run(
     let config = load_config(vars)?;
     let policy = plan::build_policy(agent, Some(&program), &cwd()?, worktree, vars, &config)?;
     let exec = plan::prepare(&policy, &program, &command, vars)?;
-    Err(launch::wall_and_exec(&mut LiveKernel::default(), &policy, &exec))
+    Err(launch::wall_and_exec(
+        &mut LiveKernel::default(),
+        &policy,
+        &exec,
+    ))
 }
 
 fn write_stdout(text: &str) -> Result<(), Error> {

@@ -43,5 +43,9 @@ fn walled_exec(agent: &str, argv: Vec<OsString>) -> Result<Infallible, Error> {
     let policy = plan::build_policy(agent, Some(&real), &cwd, None, &vars, &config)?;
     log::debug!("policy: {policy:?}");
     let exec = plan::prepare(&policy, &real, &argv, &vars)?;
-    Err(launch::wall_and_exec(&mut LiveKernel::default(), &policy, &exec))
+    Err(launch::wall_and_exec(
+        &mut LiveKernel::default(),
+        &policy,
+        &exec,
+    ))
 }
