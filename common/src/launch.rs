@@ -269,6 +269,9 @@ impl Kernel for LiveKernel {
     }
 
     fn exec(&mut self, exec: &Exec) -> io::Error {
+        if let Err(e) = sys::default_sigpipe() {
+            return e;
+        }
         match nix::unistd::execve(&exec.path_c, &exec.argv, &exec.envp) {
             Err(errno) => io::Error::from(errno),
             Ok(never) => match never {},

@@ -137,3 +137,17 @@ pub fn ioctl_probe_errno(request: u64) -> Option<i32> {
         None
     }
 }
+
+/// Restores the default action of SIGPIPE. Rust's runtime ignores SIGPIPE at start-up, and an
+/// ignored signal stays ignored across `execve()`: without this the agent, and everything it
+/// starts, would see EPIPE instead of dying quietly when a reader goes away (`yes | head`).
+pub fn default_sigpipe() -> io::Result<()> {
+    // SAFETY: installing SIG_DFL runs no handler code of ours; the process is
+    // single-threaded here and about to exec.
+    let previous = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    if previous == libc::SIG_ERR {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

@@ -123,6 +123,28 @@ fn argv_arrives_byte_identical() {
 }
 
 #[test]
+fn no_signal_is_left_ignored() {
+    // Rust ignores SIGPIPE in the shim; the agent must get the default back (`yes | head`).
+    let sb = Sandbox::new("sigpipe");
+    sb.agent_script("claude", "grep SigIgn /proc/$$/status; yes | head -n 1");
+    let out = run(&mut sb.shim("claude"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mask = text
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .expect("SigIgn mask");
+    assert_eq!(mask & (1 << (13 - 1)), 0, "SIGPIPE is ignored in the agent");
+    assert!(text.ends_with("\ny\n"), "{text}");
+    assert!(
+        out.stderr.is_empty(),
+        "yes must die of SIGPIPE quietly: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn cwd_is_kept() {
     let sb = Sandbox::new("cwd");
     std::fs::create_dir_all(sb.wt().join("sub/dir")).expect("mkdir");
