@@ -8,6 +8,7 @@
 #   make deb        Debian package (cargo-deb) in target/packages/
 #   make rpm        RPM package (cargo-generate-rpm) in target/packages/
 #   make test-packages  lintian, rpmlint, systemd-analyze, and an install test in a Debian root
+#   make test-kernels   the Landlock tests on Debian's 6.1 and 6.12 kernels under qemu, and here
 #
 # Every recipe runs from the directory of this Makefile, whatever the caller's cwd.
 
@@ -211,6 +212,28 @@ test-packages: package-tools deb rpm
 	bash $(ROOT)/packaging/install-test.sh '$(TARGET_DIR)'
 
 .PHONY: dist cargo-deb cargo-generate-rpm deb rpm package-tools test-packages
+
+# What booting Debian's kernels under qemu needs, from Debian's archive, where missing.
+kernel-tools:
+	@missing=(); \
+	for t in qemu-system-x86_64:qemu-system-x86 modinfo:kmod xz:xz-utils cpio:cpio; do \
+	  PATH="$$PATH:/usr/sbin:/sbin" command -v "$${t%%:*}" >/dev/null || missing+=("$${t#*:}"); \
+	done; \
+	dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static); \
+	if [ $${#missing[@]} -gt 0 ]; then \
+	  sudo=(); [ "$$(id -u)" -eq 0 ] || sudo=(sudo -n); \
+	  echo "make kernel-tools: installing $${missing[*]}"; \
+	  "$${sudo[@]}" apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive "$${sudo[@]}" apt-get install -y -qq --no-install-recommends "$${missing[@]}" </dev/null; \
+	fi
+
+# Boots the newest Debian 6.1 (Landlock ABI 2) and 6.12 (ABI 6) kernels under qemu (and the
+# 6.12 one without Landlock), runs the Landlock tests in each and on this kernel, prints a table
+# kernel x test x result. Kernels are cached in target/kernels/. See docs/kernels.md.
+test-kernels: kernel-tools build
+	CARGO='$(CARGO)' TARGET_DIR='$(TARGET_DIR)' bash $(ROOT)/tests/kernels/run.sh
+
+.PHONY: kernel-tools test-kernels
 
 # Each bench script gets the release binaries' paths in LANDWALL and LANDWALL_DRAIN.
 bench: release

@@ -1,0 +1,465 @@
+#!/usr/bin/env bash
+# `make test-kernels`: boot real Debian kernels under qemu and run landwall's Landlock checks
+# inside each, run the same checks on the host's kernel, print a table kernel x test x result,
+# and exit 1 if any expectation in tests/kernels/expect fails.
+#
+# Columns:
+#   host             the host's kernel, natively (6.18, Landlock ABI 7 on the project's machines)
+#   6.1              the newest linux-image-6.1.0-*-amd64 apt offers (Landlock ABI 2)
+#   6.12             the newest linux-image-6.12.*-amd64 apt offers (Landlock ABI 6)
+#   6.12-nolandlock  the same 6.12 kernel booted with an lsm= list that leaves Landlock out
+#
+# Each guest: qemu's software emulation (-accel tcg -smp 1; the host's KVM does not run stock
+# kernels), the host's root shared read-only over 9p under a tmpfs overlay, the checkout and
+# the target dir mounted at their host paths, and tests/kernels/guest.sh run by
+# tests/kernels/pid1.pl (see tests/kernels/init). Guests boot in parallel, one per core.
+# Kernel packages and what is extracted from them are cached in $TARGET_DIR/kernels/; logs of
+# the last run are in $TARGET_DIR/kernels/logs/.
+#
+# Environment:
+#   CARGO         cargo (default: cargo)
+#   TARGET_DIR    the cargo target dir (default: $CARGO_TARGET_DIR, else target/)
+#   LWK_ONLY      columns to run, space-separated (default: all four)
+#   LWK_TIMEOUT   seconds a guest may run (default: 600)
+#   LWK_REFRESH=1 pick the newest kernel packages again instead of the cached ones
+# Needs root (apt-get), qemu-system-x86, busybox-static, kmod, xz-utils and cpio: `make
+# test-kernels` installs them.
+set -euo pipefail
+export PATH=$PATH:/usr/sbin:/sbin
+export LC_ALL=C
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+ROOT=$(cd "$HERE/../.." && pwd -P)
+cd "$ROOT"
+CARGO=${CARGO:-cargo}
+TARGET_DIR=${TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}}
+mkdir -p "$TARGET_DIR"
+TARGET_DIR=$(cd "$TARGET_DIR" && pwd -P)
+KDIR=$TARGET_DIR/kernels
+LOGS=$KDIR/logs
+TIMEOUT=${LWK_TIMEOUT:-600}
+ALL_COLS=(host 6.1 6.12 6.12-nolandlock)
+read -r -a COLS <<<"${LWK_ONLY:-${ALL_COLS[*]}}"
+declare -A PROFILE=([host]=host [6.1]=abi2 [6.12]=abi6 [6.12-nolandlock]=nolandlock)
+declare -A SERIES=([6.1]=6.1 [6.12]=6.12 [6.12-nolandlock]=6.12)
+# Debian package names: bookworm's 6.1.0-N-amd64; 6.12.N+debM-amd64 (bookworm-security or
+# -backports) or 6.12.N-amd64.
+declare -A PKG_RE=(
+    [6.1]='^linux-image-6\.1\.0-[0-9]+-amd64$'
+    [6.12]='^linux-image-6\.12\.[0-9]+(\+deb[0-9]+)?-amd64$'
+)
+# What the guest's init loads (with their dependencies; built-in ones are skipped).
+MODULES=(virtio_pci 9pnet_virtio 9p overlay loop)
+SUITES=(shim escape drain)
+T0=$SECONDS
+
+say() { echo "test-kernels: $*"; }
+die() {
+    echo "test-kernels: $*" >&2
+    exit 1
+}
+for c in "${COLS[@]}"; do [ -n "${PROFILE[$c]:-}" ] || die "unknown column '$c' in LWK_ONLY (known: ${ALL_COLS[*]})"; done
+booting() { for c in "${COLS[@]}"; do [ "$c" = host ] || return 0; done; return 1; }
+
+# The guest gets paths on the kernel command line and in comma/=-separated lists.
+for p in "$ROOT" "$TARGET_DIR"; do
+    [[ $p =~ ^[A-Za-z0-9._/+-]+$ ]] || die "the path '$p' has characters the guest's command line cannot carry; use a checkout path of letters, digits and ._/+-"
+done
+
+# ---- Tools.
+
+if booting; then
+    missing=()
+    for t in qemu-system-x86_64:qemu-system-x86 modinfo:kmod xz:xz-utils cpio:cpio \
+        dpkg-deb:dpkg apt-get:apt perl:perl-base; do
+        command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}")
+    done
+    BUSYBOX=/bin/busybox
+    if [ ! -x "$BUSYBOX" ] || ldd "$BUSYBOX" >/dev/null 2>&1; then missing+=(busybox-static); fi
+    [ ${#missing[@]} = 0 ] || die "missing: ${missing[*]}; run \`make test-kernels\` (it installs them) or apt-get install ${missing[*]}"
+fi
+
+# ---- Build, and find the test binaries.
+
+mkdir -p "$KDIR" "$LOGS"
+rm -f "$LOGS"/*
+RUN=$KDIR/run
+rm -rf "$RUN"
+mkdir -p "$RUN"
+say "building (cargo build --workspace; cargo test --workspace --no-run)"
+(cd "$ROOT" && CARGO_TARGET_DIR=$TARGET_DIR "$CARGO" build --workspace -q) || die "cargo build failed"
+(cd "$ROOT" && CARGO_TARGET_DIR=$TARGET_DIR "$CARGO" test --workspace --no-run --message-format=json -q \
+    >"$RUN/cargo.json" 2>"$LOGS/cargo-test-no-run.log") || {
+    cat "$LOGS/cargo-test-no-run.log" >&2
+    die "cargo test --no-run failed"
+}
+# A snapshot of the built binaries and test binaries in $RUN/debug (the test binaries find
+# the binaries from their own path, deps/..), so that a rebuild while the guests run cannot
+# swap a binary under them.
+BINDIR=$RUN/debug
+mkdir -p "$BINDIR/deps"
+for b in "$TARGET_DIR"/debug/*; do
+    [ ! -f "$b" ] || [ ! -x "$b" ] || cp "$b" "$BINDIR/"
+done
+for b in landwall landwall-drain lw-helper; do [ -x "$BINDIR/$b" ] || die "$TARGET_DIR/debug/$b was not built"; done
+declare -A TESTBIN=()
+while read -r name exe; do
+    for s in "${SUITES[@]}"; do
+        [ "$name" != "$s" ] || { cp "$exe" "$BINDIR/deps/" && TESTBIN[$name]=$BINDIR/deps/$(basename "$exe"); }
+    done
+done < <(sed -n 's/.*"target":{"kind":\["test"\][^}]*"name":"\([^"]*\)".*"executable":"\([^"]*\)".*/\1 \2/p' "$RUN/cargo.json")
+
+# ---- The plan: tests/kernels/expect, with `*` expanded from the test binaries' lists.
+
+declare -A EXPECT=() REASON=() LISTED=() CELL=() SEEN_ROW=() ABSENT_SUITE=()
+ROWS=()
+for s in "${SUITES[@]}"; do
+    if [ ! -f "$ROOT/tests/tests/$s.rs" ]; then
+        ABSENT_SUITE[$s]=1
+    elif [ -n "${TESTBIN[$s]:-}" ]; then
+        while read -r t; do LISTED[$s:$t]=1; done < <("${TESTBIN[$s]}" --list --format terse 2>/dev/null | sed -n 's/: test$//p')
+    fi
+done
+add_row() {
+    [ -n "${SEEN_ROW[$1]:-}" ] || { ROWS+=("$1"); SEEN_ROW[$1]=1; }
+}
+while read -r cols suite test expect reason; do
+    case $cols in '' | \#*) continue ;; esac
+    [ -z "${ABSENT_SUITE[$suite]:-}" ] || continue
+    [ "$suite" = guest ] || [ -n "${TESTBIN[$suite]:-}" ] || die "no test binary for tests/tests/$suite.rs"
+    IFS=, read -r -a profiles <<<"$cols"
+    if [ "$test" = '*' ]; then
+        names=$("${TESTBIN[$suite]}" --list --format terse | sed -n 's/: test$//p')
+    else
+        names=${test#!}
+    fi
+    for n in $names; do
+        for p in "${profiles[@]}"; do
+            key="$p|$suite:$n"
+            if [ "${test:0:1}" = '!' ]; then
+                EXPECT[$key]=skip
+            elif [ "${EXPECT[$key]:-}" != skip ]; then
+                EXPECT[$key]=${expect:-pass}
+            fi
+            REASON[$key]=${reason:-}
+        done
+        add_row "$suite:$n"
+    done
+done <"$HERE/expect"
+for s in "${!ABSENT_SUITE[@]}"; do say "note: tests/tests/$s.rs is not in this checkout; its rows are left out"; done
+
+# Writes the plan of column $1 (the runnable rows: "suite test" lines) to $RUN/$1.plan.
+write_plan() {
+    local col=$1 p=${PROFILE[$1]} row key
+    : >"$RUN/$col.plan"
+    for row in "${ROWS[@]}"; do
+        key="$p|$row"
+        case ${EXPECT[$key]:-} in '' | skip) continue ;; esac
+        if [ "${row%%:*}" != guest ] && [ -z "${LISTED[$row]:-}" ]; then
+            CELL[$col|$row]=stale
+            continue
+        fi
+        echo "${row%%:*} ${row#*:}" >>"$RUN/$col.plan"
+    done
+}
+# guest.sh's arguments for column $1, one a line.
+guest_args() {
+    local s
+    echo "${PROFILE[$1]}"
+    echo "$RUN/$1.plan"
+    echo "bindir=$BINDIR"
+    for s in "${SUITES[@]}"; do [ -z "${TESTBIN[$s]:-}" ] || echo "$s=${TESTBIN[$s]}"; done
+}
+for c in "${COLS[@]}"; do
+    write_plan "$c"
+    guest_args "$c" >"$RUN/$c.argv"
+done
+
+# ---- Kernels: pick, download, extract (cached).
+
+APT_OPTS=()
+APT_UPDATED=
+apt_update() {
+    [ -z "$APT_UPDATED" ] || return 0
+    say "apt-get update"
+    apt-get "${APT_OPTS[@]}" update -qq >/dev/null || say "warning: apt-get update failed"
+    APT_UPDATED=1
+}
+# A private apt configuration with the configured Debian mirror's backports suite, for a
+# system whose sources do not carry a 6.12 kernel. The system's own configuration is left
+# alone; the mirror is read from /etc/apt/sources.list*.
+private_apt() {
+    local mirror codename dir=$KDIR/apt
+    mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }')
+    [ -n "$mirror" ] || mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+        awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($i !~ /security/) { print $i; exit } else break } }')
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$mirror" ] && [ -n "$codename" ] || return 1
+    mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
+    echo "deb $mirror $codename-backports main" >"$dir/sources.list"
+    say "no 6.12 kernel in the configured sources; trying $codename-backports from the configured mirror"
+    APT_OPTS=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/none"
+        -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+    APT_UPDATED=
+    apt_update
+}
+pick() {
+    local re=${PKG_RE[$1]}
+    apt-cache "${APT_OPTS[@]}" search --names-only "^linux-image-${1//./\\.}" 2>/dev/null |
+        awk '{ print $1 }' | grep -E "$re" | sort -V | tail -n 1
+}
+# Decompresses module file $1 to $2.
+unpack_module() {
+    case $1 in
+    *.xz) xz -dc "$1" >"$2" ;;
+    *.zst) zstd -qdc "$1" >"$2" ;;
+    *.gz) gzip -dc "$1" >"$2" ;;
+    *) cp "$1" "$2" ;;
+    esac
+}
+prepare_series() {
+    local s=$1 dir=$KDIR/$1 pkg deb tmp ver moddir d
+    if [ -s "$dir/ready" ] && [ -z "${LWK_REFRESH:-}" ]; then
+        say "$s: cached $(cat "$dir/ready")"
+        return
+    fi
+    pkg=$(pick "$s")
+    [ -n "$pkg" ] || { apt_update; pkg=$(pick "$s"); }
+    [ -n "$pkg" ] || { private_apt && pkg=$(pick "$s"); } || true
+    [ -n "$pkg" ] || die "$s: no package matching ${PKG_RE[$s]} in apt's sources"
+    mkdir -p "$KDIR/debs"
+    deb=$(ls "$KDIR/debs/${pkg}"_*.deb 2>/dev/null | tail -n 1 || true)
+    if [ -z "$deb" ]; then
+        say "$s: downloading $pkg"
+        (cd "$KDIR/debs" && apt-get "${APT_OPTS[@]}" -o APT::Sandbox::User=root download -q "$pkg" >/dev/null) || {
+            # The archive keeps a window of builds: the lists may name one that is gone.
+            apt_update
+            pkg=$(pick "$s")
+            (cd "$KDIR/debs" && apt-get "${APT_OPTS[@]}" -o APT::Sandbox::User=root download -q "$pkg" >/dev/null)
+        } || die "$s: apt-get download $pkg failed"
+        deb=$(ls "$KDIR/debs/${pkg}"_*.deb | tail -n 1)
+    fi
+    say "$s: extracting $(basename "$deb")"
+    tmp=$KDIR/tmp-$s
+    rm -rf "$tmp" "$dir"
+    mkdir -p "$tmp" "$dir/modules"
+    dpkg-deb -x "$deb" "$tmp"
+    moddir=
+    for d in "$tmp"/lib/modules/* "$tmp"/usr/lib/modules/*; do
+        [ ! -d "$d" ] || { moddir=$d; break; }
+    done
+    [ -n "$moddir" ] || die "$s: no lib/modules/VERSION in $deb"
+    ver=$(basename "$moddir")
+    [ -f "$tmp/boot/vmlinuz-$ver" ] || die "$s: no /boot/vmlinuz-$ver in $deb"
+    cp "$tmp/boot/vmlinuz-$ver" "$dir/vmlinuz"
+    cp "$tmp/boot/config-$ver" "$dir/config"
+    # The modules and their dependencies (modinfo's `depends`), dependencies first.
+    declare -A modpath=() builtin=() seen=()
+    local rel b order=()
+    while read -r rel; do b=${rel##*/}; b=${b%%.ko*}; modpath[${b//-/_}]=$rel; done <"$moddir/modules.order"
+    while read -r rel; do b=${rel##*/}; b=${b%%.ko*}; builtin[${b//-/_}]=1; done <"$moddir/modules.builtin"
+    resolve() {
+        local m=${1//-/_} f d
+        [ -z "${seen[$m]:-}" ] || return 0
+        seen[$m]=1
+        [ -z "${builtin[$m]:-}" ] || return 0
+        [ -n "${modpath[$m]:-}" ] || die "$s: module $m is neither built in nor in modules.order"
+        f=
+        for d in "$moddir/${modpath[$m]%%.ko*}".ko*; do [ ! -f "$d" ] || f=$d; done
+        [ -n "$f" ] || die "$s: no file for module $m (${modpath[$m]})"
+        for d in $(modinfo -F depends "$f" | tr , ' '); do resolve "$d"; done
+        unpack_module "$f" "$dir/modules/$m.ko"
+        order+=("$m.ko")
+    }
+    for b in "${MODULES[@]}"; do resolve "$b"; done
+    printf '%s\n' "${order[@]}" >"$dir/modules/order"
+    rm -rf "$tmp"
+    echo "$pkg ($ver)" >"$dir/ready"
+    say "$s: $pkg, modules: ${order[*]:-none}"
+}
+build_initramfs() {
+    local s=$1 stage=$KDIR/$1/initramfs
+    rm -rf "$stage"
+    mkdir -p "$stage"/{bin,dev,proc,sys,modules}
+    cp "$BUSYBOX" "$stage/bin/busybox"
+    cp "$HERE/init" "$stage/init"
+    chmod 755 "$stage/init"
+    cp "$KDIR/$s/modules/"* "$stage/modules/"
+    (cd "$stage" && find . | cpio -o -H newc -R 0:0 --quiet | gzip -1 >"$KDIR/$s/initramfs.cpio.gz")
+}
+
+if booting; then
+    declare -A NEED=()
+    for c in "${COLS[@]}"; do [ "$c" = host ] || NEED[${SERIES[$c]}]=1; done
+    for s in 6.1 6.12; do
+        [ -z "${NEED[$s]:-}" ] || { prepare_series "$s"; build_initramfs "$s"; }
+    done
+fi
+
+# ---- Run: the host natively, each guest under qemu; one per core, longest first.
+
+# Interrupted: stop the guests this run started (their pid files, checked to be qemu).
+stop_guests() {
+    local f pid
+    for f in "$RUN"/*.qemu.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        if grep -qa qemu-system "/proc/$pid/cmdline" 2>/dev/null; then kill "$pid"; fi
+    done
+    exit 130
+}
+trap stop_guests INT TERM
+
+# The lsm= list of the kernel's default (CONFIG_LSM) without landlock.
+lsm_without_landlock() {
+    sed -n 's/^CONFIG_LSM="\(.*\)"$/\1/p' "$1" | tr , '\n' | grep -vx landlock | paste -sd, -
+}
+
+run_col() {
+    local col=$1 start=$SECONDS
+    if [ "$col" = host ]; then
+        mapfile -t args <"$RUN/host.argv"
+        local rc=0
+        LWK_RESULTS=$LOGS/host.results bash "$HERE/guest.sh" "${args[@]}" >"$LOGS/host.console" 2>&1 </dev/null || rc=$?
+        echo "LWK-STATUS $rc" >>"$LOGS/host.results"
+    else
+        local s=${SERIES[$col]} shares="project=$ROOT" virtfs
+        virtfs=(-virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap"
+            -virtfs "local,path=$ROOT,mount_tag=project,security_model=none,readonly=on,multidevs=remap")
+        case $TARGET_DIR/ in
+        "$ROOT"/*) ;;
+        *)
+            shares+=",target=$TARGET_DIR"
+            virtfs+=(-virtfs "local,path=$TARGET_DIR,mount_tag=target,security_model=none,readonly=on,multidevs=remap")
+            ;;
+        esac
+        local append="console=ttyS0 panic=-1 quiet LWK_PROJECT=$ROOT LWK_SHARES=$shares LWK_ARGV=$RUN/$col.argv"
+        [ "$col" != 6.12-nolandlock ] || append+=" lsm=$(lsm_without_landlock "$KDIR/$s/config")"
+        : >"$LOGS/$col.results"
+        timeout -k 10 "$TIMEOUT" qemu-system-x86_64 -accel tcg -smp 1 -m 2048 \
+            -nodefaults -no-user-config -display none -no-reboot \
+            -pidfile "$RUN/$col.qemu.pid" \
+            -serial "file:$LOGS/$col.console" -serial "file:$LOGS/$col.results" \
+            -kernel "$KDIR/$s/vmlinuz" -initrd "$KDIR/$s/initramfs.cpio.gz" -append "$append" \
+            "${virtfs[@]}" >"$LOGS/$col.qemu.log" 2>&1 </dev/null ||
+            echo "qemu: status $? (124: killed after ${TIMEOUT}s)" >>"$LOGS/$col.qemu.log"
+        rm -f "$RUN/$col.qemu.pid"
+    fi
+    echo $((SECONDS - start)) >"$RUN/$col.seconds"
+}
+
+ORDER=()
+for c in 6.12 6.1 host 6.12-nolandlock; do
+    for x in "${COLS[@]}"; do [ "$x" != "$c" ] || ORDER+=("$c"); done
+done
+SLOTS=$(nproc)
+say "running ${ORDER[*]} ($SLOTS at a time; guests: qemu TCG, -smp 1)"
+running=0
+for c in "${ORDER[@]}"; do
+    if [ "$running" -ge "$SLOTS" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    run_col "$c" &
+    running=$((running + 1))
+done
+wait || true
+
+# ---- Results.
+
+declare -A STATUS=() ABI=()
+for c in "${COLS[@]}"; do
+    f=$LOGS/$c.results
+    [ -f "$f" ] || continue
+    while read -r tag a b; do
+        case $tag in
+        LWK-RESULT) [ -n "${CELL[$c|$a]:-}" ] || CELL[$c|$a]=$b ;;
+        LWK-STATUS) STATUS[$c]=$a ;;
+        LWK-INFO) [ "${a%%=*}" != abi ] || ABI[$c]=${a#abi=} ;;
+        esac
+    done < <(tr -d '\r' <"$f")
+done
+
+passed=0 failed=0 skipped=0
+declare -a BAD=()
+cell() { # column row -> what the table shows; counts
+    local col=$1 row=$2 want got
+    want=${EXPECT[${PROFILE[$col]}|$row]:-}
+    got=${CELL[$col|$row]:-}
+    case $want in
+    '') echo "." ;;
+    skip)
+        skipped=$((skipped + 1))
+        echo skip
+        ;;
+    *)
+        case $want/$got in
+        pass/pass | xfail/fail)
+            passed=$((passed + 1))
+            [ "$want" = pass ] && echo pass || echo xfail
+            ;;
+        */stale) echo STALE ;;
+        */) echo MISSING ;;
+        xfail/pass) echo XPASS ;;
+        *) echo FAIL ;;
+        esac
+        ;;
+    esac
+}
+
+echo
+say "kernels"
+for c in "${COLS[@]}"; do
+    if [ "$c" = host ]; then
+        what="$(uname -r), natively"
+    else
+        what="$(cat "$KDIR/${SERIES[$c]}/ready") under qemu TCG"
+        [ "$c" != 6.12-nolandlock ] || what+=", lsm=$(lsm_without_landlock "$KDIR/${SERIES[$c]}/config")"
+    fi
+    printf '  %-16s %s; Landlock ABI %s; %ss; guest.sh status %s\n' "$c" "$what" \
+        "${ABI[$c]:-?}" "$(cat "$RUN/$c.seconds" 2>/dev/null || echo '?')" "${STATUS[$c]:-MISSING (see logs/$c.console)}"
+done
+echo
+w=0
+for row in "${ROWS[@]}"; do [ ${#row} -le "$w" ] || w=${#row}; done
+printf "%-${w}s" "test"
+for c in "${COLS[@]}"; do printf '  %-15s' "$c"; done
+echo
+for row in "${ROWS[@]}"; do
+    line=$(printf "%-${w}s" "$row")
+    any=
+    for c in "${COLS[@]}"; do
+        v=$(cell "$c" "$row")
+        [ "$v" = . ] || any=1
+        case $v in FAIL | XPASS | MISSING | STALE) BAD+=("$c|$row|$v") ;; esac
+        line+=$(printf '  %-15s' "$v")
+    done
+    [ -z "$any" ] || echo "$line"
+done
+# Counts again, outside the subshells of $(cell ...).
+passed=0 failed=0 skipped=0
+for row in "${ROWS[@]}"; do
+    for c in "${COLS[@]}"; do cell "$c" "$row" >/dev/null; done
+done
+failed=${#BAD[@]}
+echo
+for c in "${COLS[@]}"; do
+    [ -n "${STATUS[$c]:-}" ] || say "$c: guest.sh did not finish (no status marker); console: $LOGS/$c.console"
+done
+if [ "$failed" -gt 0 ]; then
+    say "failed:"
+    for b in "${BAD[@]}"; do
+        IFS='|' read -r c row v <<<"$b"
+        echo "  [$c] $row: $v${REASON[${PROFILE[$c]}|$row]:+ (${REASON[${PROFILE[$c]}|$row]})}"
+        name=${row#*:}
+        if [ "${row%%:*}" = guest ]; then
+            tr -d '\r' <"$LOGS/$c.console" 2>/dev/null | awk -v h="== $row" '$0 == h { p = 1; next } /^== / { p = 0 } p' | head -n 40 | sed 's/^/      /'
+        else
+            tr -d '\r' <"$LOGS/$c.console" 2>/dev/null | awk -v h="---- $name stdout ----" '$0 == h { p = 1; next } /^---- |^failures:$/ { p = 0 } p' | head -n 40 | sed 's/^/      /'
+        fi
+    done
+    say "logs: $LOGS"
+fi
+say "$((SECONDS - T0))s in all"
+echo "test-kernels: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
