@@ -46,8 +46,9 @@ rpmlint -c "$ROOT/packaging/rpm/rpmlint.toml" "$rpm" || fail "rpmlint reported e
 step "rpm -qlp $(basename "$rpm")"
 rpm -qlp "$rpm" | tee "$WORK/rpm.list"
 rpm -qp --scripts "$rpm" >/dev/null
+configs=$(rpm -qpc "$rpm")
 for c in /etc/landwall/landwall.toml /etc/landwall/drain.env /etc/profile.d/landwall.sh; do
-    rpm -qpc "$rpm" | grep -qx "$c" || fail "the rpm does not mark $c as a configuration file"
+    grep -qx "$c" <<<"$configs" || fail "the rpm does not mark $c as a configuration file"
 done
 
 step "the deb, the rpm and make install ship the same files"

@@ -101,7 +101,7 @@ snapshot() {
 
 step "the $SUITE minbase root"
 if [ ! -s "$CACHE" ]; then
-    m=$(mirror | head -n1)
+    m=$(mirror | sed -n 1p)
     [ -n "$m" ] || fail "no Debian mirror for $SUITE in /etc/apt/sources.list*"
     echo "debootstrap --variant=minbase $SUITE from $m (cached in $CACHE)"
     build=$WORK/debootstrap
@@ -145,7 +145,7 @@ step "apt install ./$(basename "$deb")"
 cp "$deb" "$R/tmp/"
 in_root apt-get install -y -q "/tmp/$(basename "$deb")" </dev/null >"$WORK/apt-install.log" 2>&1 ||
     { cat "$WORK/apt-install.log" >&2; fail "apt install"; }
-in_root dpkg -s landwall | grep -q '^Status: install ok installed' || fail "not installed"
+grep -q '^Status: install ok installed' <<<"$(in_root dpkg -s landwall)" || fail "not installed"
 
 step "login shells find the shim"
 expect "root: command -v claude" "$(login 'command -v claude')" "$SHIMDIR/claude"
@@ -167,7 +167,7 @@ expect "alice: no_new_privs" "$(sed -n 2p <<<"$out" | tr -d ' \t')" "NoNewPrivs:
 step "~/.local/bin first: landwall shim enable --user"
 expect "bob: command -v claude before" "$(as bob 'command -v claude')" /home/bob/.local/bin/claude
 as bob 'landwall shim enable --user'
-as bob 'landwall shim enable --user' | grep -q 'already has the line' || fail "enable is not idempotent"
+grep -q 'already has the line' <<<"$(as bob 'landwall shim enable --user')" || fail "enable is not idempotent"
 expect "bob: command -v claude after" "$(as bob 'command -v claude')" "$SHIMDIR/claude"
 expect "bob: interactive bash" "$(in_root runuser -u bob -- env -i HOME=/home/bob TERM=dumb \
     PATH=/home/bob/.local/bin:/usr/bin:/bin bash -ic 'command -v claude' 2>/dev/null)" "$SHIMDIR/claude"
@@ -196,12 +196,12 @@ grep -qx 'min_abi = 3' "$R/etc/landwall/landwall.toml" || fail "could not edit t
 in_root apt-get install -y -q --reinstall "/tmp/$(basename "$deb")" </dev/null >"$WORK/apt-reinstall.log" 2>&1 ||
     { cat "$WORK/apt-reinstall.log" >&2; fail "apt reinstall"; }
 grep -qx 'min_abi = 3' "$R/etc/landwall/landwall.toml" || fail "the reinstall lost the local edit"
-login 'landwall doctor' | grep -q '^config .*/etc/landwall/landwall.toml: valid' || fail "edited conffile invalid"
+grep -q '^config .*/etc/landwall/landwall.toml: valid' <<<"$(login 'landwall doctor')" || fail "edited conffile invalid"
 
 step "apt remove: the conffiles stay, nothing else"
 in_root apt-get remove -y -q landwall </dev/null >"$WORK/apt-remove.log" 2>&1 ||
     { cat "$WORK/apt-remove.log" >&2; fail "apt remove"; }
-in_root dpkg -s landwall | grep -q '^Status: deinstall ok config-files' || fail "not in config-files state"
+grep -q '^Status: deinstall ok config-files' <<<"$(in_root dpkg -s landwall)" || fail "not in config-files state"
 [ ! -e "$R/usr/bin/landwall" ] && [ ! -e "$R$SHIMDIR" ] || fail "remove left the binaries or the shims"
 [ -f "$R/etc/landwall/landwall.toml" ] && [ -f "$R/etc/profile.d/landwall.sh" ] || fail "remove took conffiles"
 expect "root: command -v claude after remove" "$(login 'command -v claude')" /usr/local/bin/claude
