@@ -3,7 +3,7 @@
 #   make            debug build of the whole workspace
 #   make test       fmt check, clippy (warnings denied), build, the real agent CLIs, all tests
 #   make demo       show the wall on this machine with a stand-in agent
-#   make install    PREFIX=/usr/local DESTDIR= : landwall, landwall-drain and the shim links
+#   make install    PREFIX=/usr/local DESTDIR= : what the packages ship, under PREFIX
 #   make bench      release build, then every bench/*.sh
 #   make deb        Debian package (cargo-deb) in target/packages/
 #   make rpm        RPM package (cargo-generate-rpm) in target/packages/
