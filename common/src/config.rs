@@ -111,6 +111,19 @@ impl DenyPattern {
 
     /// Whether the entry `name` of `self.dir` matches.
     pub fn matches(&self, name: &str) -> bool {
+        // Bytes first: this runs for every entry of a listed directory (all of `/etc` for
+        // root), and almost every entry already fails on the part before the first `*`.
+        let (pat, bytes) = (self.name.as_bytes(), name.as_bytes());
+        let Some(star) = pat.iter().position(|&b| b == b'*') else {
+            return pat == bytes;
+        };
+        let Some(tail) = bytes.strip_prefix(&pat[..star]) else {
+            return false;
+        };
+        let rest = &pat[star + 1..];
+        if !rest.contains(&b'*') {
+            return tail.len() >= rest.len() && tail.ends_with(rest);
+        }
         match self.name.split_once('*') {
             None => self.name == name,
             Some((head, rest)) => {
@@ -846,6 +859,29 @@ connect_tcp = [443, 22, 443]
         assert!(!d.matches("sudo.conf"));
         let d = DenyPattern::parse("/etc/shadow").expect("valid");
         assert!(d.matches("shadow") && !d.matches("shadow-"));
+        // Every shape of pattern against names that share prefixes, suffixes and middles:
+        // `*` matches any run of characters, including none, and the first and last pieces
+        // anchor at the ends.
+        for (pattern, yes, no) in [
+            ("a*", &["a", "ab", "a*"][..], &["", "ba", "b"][..]),
+            ("*b", &["b", "ab", "bb"], &["ba", ""]),
+            ("a*b", &["ab", "axb", "abab"], &["a", "b", "aba", "ba"]),
+            ("ab*ba", &["abba", "abxba"], &["aba", "ab", "ba"]),
+            (
+                "a*b*c",
+                &["abc", "axbyc", "abbc", "acbc"],
+                &["ac", "acb", "abcx", "xabc"],
+            ),
+            ("*x*", &["x", "axb", "xx"], &["", "ab"]),
+        ] {
+            let d = DenyPattern::parse(&format!("/d/{pattern}")).expect("valid");
+            for name in yes {
+                assert!(d.matches(name), "{pattern} should match {name:?}");
+            }
+            for name in no {
+                assert!(!d.matches(name), "{pattern} should not match {name:?}");
+            }
+        }
     }
 
     #[test]

@@ -116,7 +116,12 @@ pub fn prepare(
     argv: &[OsString],
     vars: &Vars,
 ) -> Result<Exec, Error> {
-    let mut env = policy.env.filter(vars.iter().cloned());
+    // Only what passes is copied.
+    let mut env: Vec<(OsString, OsString)> = vars
+        .iter()
+        .filter(|(k, _)| policy.env.passes(k))
+        .cloned()
+        .collect();
     for (k, v) in &policy.env_defaults {
         if !env.iter().any(|(name, _)| name == k) {
             env.push((k.clone(), v.clone()));

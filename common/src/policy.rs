@@ -6,11 +6,16 @@
 //! with at least the same access is dropped); everything not covered is denied.
 
 use std::borrow::Cow;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
@@ -154,17 +159,219 @@ pub const ROOT_DENY: &[&str] = &[
     "/etc/ssh/ssh_host_*_key",
 ];
 
+/// Real paths for the builder, in one system call per path in the common case.
+///
+/// `std::fs::canonicalize` (glibc's `realpath`) calls `readlink` on every component of every
+/// path, and the builder then needs one more call for the file type. But every ancestor of a
+/// real path is real too: once `/dev` is known to be real, `/dev/null` is real exactly when it
+/// is not a symlink itself, and one `lstat` says so (and gives its type). Paths whose parent
+/// is not known to be real, symlinks, and paths that are not plain (`.`, `..`, `//`) take the
+/// full `canonicalize`.
+#[derive(Default)]
+struct Resolver {
+    /// Real directories seen so far; their ancestors are real too.
+    real: Vec<PathBuf>,
+}
+
+impl Resolver {
+    /// Whether `dir` is known to be real: `/`, or one of the real directories or an ancestor
+    /// of one.
+    fn known_real(&self, dir: &Path) -> bool {
+        // Newest first: paths come in groups (`/dev`, then `/dev/null`, …).
+        dir.as_os_str().as_bytes() == b"/" || self.real.iter().rev().any(|r| within(r, dir))
+    }
+
+    /// Records a real path: the path itself if it is a directory, else its parent.
+    fn remember(&mut self, real: &Path, is_dir: bool) {
+        let dir = if is_dir { Some(real) } else { real.parent() };
+        if let Some(dir) = dir {
+            if !self.known_real(dir) {
+                self.real.push(dir.to_path_buf());
+            }
+        }
+    }
+
+    /// The real path of `path` and whether it is a directory (following symlinks).
+    fn resolve(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
+        if let Some(parent) = plain_parent(path) {
+            if self.known_real(parent) {
+                let meta = std::fs::symlink_metadata(path)?;
+                if !meta.file_type().is_symlink() {
+                    let is_dir = meta.is_dir();
+                    self.remember(path, is_dir);
+                    return Ok((path.to_path_buf(), is_dir));
+                }
+            }
+        }
+        let real = std::fs::canonicalize(path)?;
+        let is_dir = std::fs::metadata(&real)?.is_dir();
+        self.remember(&real, is_dir);
+        Ok((real, is_dir))
+    }
+}
+
+/// The parent of `path` if `path` is plain: absolute, not `/` itself, and every component
+/// after the root non-empty and neither `.` nor `..` (no `//`, no trailing `/`). A plain path
+/// whose parent is real is real unless its last component is a symlink.
+fn plain_parent(path: &Path) -> Option<&Path> {
+    let bytes = path.as_os_str().as_bytes();
+    let rest = bytes.strip_prefix(b"/")?;
+    let plain = !rest.is_empty()
+        && rest
+            .split(|&c| c == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..");
+    if plain {
+        path.parent()
+    } else {
+        None
+    }
+}
+
+/// What a directory listing says about one entry, without a `stat` per entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    Symlink,
+    Other,
+    /// The listing gave no type and `lstat` failed (the entry vanished, or is unreadable).
+    Unknown,
+}
+
+/// One entry of a directory listing: its name is `names[start..start + len]`.
+#[derive(Clone, Copy)]
+struct Entry {
+    start: usize,
+    len: usize,
+    kind: Kind,
+}
+
+/// A directory's entries (without `.` and `..`), in the order the kernel gives them; the
+/// names are packed in one buffer.
+struct Listing {
+    names: Vec<u8>,
+    entries: Vec<Entry>,
+}
+
+impl Listing {
+    fn name(&self, e: &Entry) -> &OsStr {
+        OsStr::from_bytes(&self.names[e.start..e.start + e.len])
+    }
+
+    /// Reads `dir` with `getdents64` into one buffer: two allocations per directory rather
+    /// than two per entry as with `std::fs::read_dir` (whose `DirEntry` owns a copy of its
+    /// name, and `file_name()` makes another). A read error ends the listing with what was
+    /// read, as `read_dir(…).flatten()` does.
+    fn read(dir: &Path, buf: &mut [u8]) -> io::Result<Listing> {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::open(dir, flags, Mode::empty())?;
+        let mut listing = Listing {
+            names: Vec::with_capacity(4096),
+            entries: Vec::new(),
+        };
+        while let Ok(filled) = crate::sys::getdents64(fd.as_fd(), buf) {
+            if filled == 0 {
+                break;
+            }
+            // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
+            let mut records = &buf[..filled];
+            while records.len() > 19 {
+                let reclen = usize::from(u16::from_ne_bytes([records[16], records[17]]));
+                let Some(record) = records.get(..reclen).filter(|_| reclen > 19) else {
+                    break;
+                };
+                let d_type = record[18];
+                let raw = &record[19..];
+                let name = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
+                records = &records[reclen..];
+                if name == b"." || name == b".." || name.is_empty() {
+                    continue;
+                }
+                let kind = match d_type {
+                    libc::DT_DIR => Kind::Dir,
+                    libc::DT_LNK => Kind::Symlink,
+                    libc::DT_UNKNOWN => {
+                        // Some filesystems do not fill d_type: ask, without following links.
+                        let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+                        match nix::sys::stat::fstatat(&fd, OsStr::from_bytes(name), at) {
+                            Ok(st) => match st.st_mode & libc::S_IFMT {
+                                libc::S_IFDIR => Kind::Dir,
+                                libc::S_IFLNK => Kind::Symlink,
+                                _ => Kind::Other,
+                            },
+                            Err(_) => Kind::Unknown,
+                        }
+                    }
+                    _ => Kind::Other,
+                };
+                listing.entries.push(Entry {
+                    start: listing.names.len(),
+                    len: name.len(),
+                    kind,
+                });
+                listing.names.extend_from_slice(name);
+            }
+        }
+        Ok(listing)
+    }
+
+    /// The entries sorted by name (for a stable rule order). Compared on their first eight
+    /// bytes as one integer first, which settles most comparisons without a `memcmp`.
+    fn sorted(&self) -> Vec<Entry> {
+        let head = |e: &Entry| {
+            let name = &self.names[e.start..e.start + e.len];
+            let mut b = [0u8; 8];
+            let n = name.len().min(8);
+            b[..n].copy_from_slice(&name[..n]);
+            u64::from_be_bytes(b)
+        };
+        let mut v: Vec<(u64, Entry)> = self.entries.iter().map(|e| (head(e), *e)).collect();
+        v.sort_unstable_by(|(ha, a), (hb, b)| {
+            ha.cmp(hb).then_with(|| self.name(a).cmp(self.name(b)))
+        });
+        v.into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+/// Directory listings, each read at most once per build: the symlink scan, the deny
+/// patterns and the carve-out all list `/etc`, which is the largest directory on the launch
+/// path (reading it costs far more than the entries it holds, on ext4's hashed directories).
+#[derive(Default)]
+struct Listings {
+    /// `None`: the directory could not be read.
+    dirs: Vec<(PathBuf, Option<Rc<Listing>>)>,
+    /// The `getdents64` buffer, shared by every listing (8 KiB holds all of a typical `/etc`).
+    buf: Vec<u8>,
+}
+
+impl Listings {
+    fn get(&mut self, dir: &Path) -> Option<Rc<Listing>> {
+        if let Some((_, listing)) = self.dirs.iter().find(|(d, _)| d == dir) {
+            return listing.clone();
+        }
+        if self.buf.is_empty() {
+            self.buf = vec![0; 8192];
+        }
+        let listing = Listing::read(dir, &mut self.buf).ok().map(Rc::new);
+        self.dirs.push((dir.to_path_buf(), listing.clone()));
+        listing
+    }
+}
+
+/// `dir` joined with one entry name, in one allocation.
+fn child(dir: &Path, name: &OsStr) -> PathBuf {
+    let mut path = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
+    path.push(dir);
+    path.push(name);
+    path
+}
+
 struct Builder {
     rules: Vec<Rule>,
+    resolver: Resolver,
+    listings: Listings,
 }
 
 impl Builder {
-    fn resolve(path: &Path) -> io::Result<(PathBuf, bool)> {
-        let real = std::fs::canonicalize(path)?;
-        let is_dir = std::fs::metadata(&real)?.is_dir();
-        Ok((real, is_dir))
-    }
-
     fn push(&mut self, path: PathBuf, is_dir: bool, access: Access, reason: Cow<'static, str>) {
         self.rules.push(Rule {
             path,
@@ -182,11 +389,14 @@ impl Builder {
         reason: impl Into<Cow<'static, str>>,
     ) -> Result<(), PolicyError> {
         let reason = reason.into();
-        let (real, is_dir) = Self::resolve(path).map_err(|source| PolicyError::Required {
-            path: path.to_path_buf(),
-            reason: reason.to_string(),
-            source,
-        })?;
+        let (real, is_dir) =
+            self.resolver
+                .resolve(path)
+                .map_err(|source| PolicyError::Required {
+                    path: path.to_path_buf(),
+                    reason: reason.to_string(),
+                    source,
+                })?;
         self.push(real, is_dir, access, reason);
         Ok(())
     }
@@ -198,7 +408,7 @@ impl Builder {
         access: Access,
         reason: impl Into<Cow<'static, str>>,
     ) {
-        if let Ok((real, is_dir)) = Self::resolve(path) {
+        if let Ok((real, is_dir)) = self.resolver.resolve(path) {
             self.push(real, is_dir, access, reason.into());
         }
     }
@@ -209,41 +419,44 @@ impl Builder {
 
     /// Adds the real targets of top-level symlinks in `dir` that point outside every grant.
     fn follow_links(&mut self, dir: &Path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let Some(entries) = self.listings.get(dir) else {
             return;
         };
         let mut targets = Vec::new();
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                if let Ok(target) = std::fs::canonicalize(entry.path()) {
-                    if !self.covers(&target) {
-                        targets.push((entry.path(), target));
-                    }
+        for entry in entries.entries.iter().filter(|e| e.kind == Kind::Symlink) {
+            let link = child(dir, entries.name(entry));
+            if let Ok(target) = std::fs::canonicalize(&link) {
+                if !self.covers(&target) {
+                    targets.push((link, target));
                 }
             }
         }
         targets.sort();
         for (link, target) in targets {
-            if !self.covers(&target) {
-                self.add_if_present(
-                    &target,
-                    Access::ReadOnly,
-                    format!("target of {}", link.display()),
-                );
+            if self.covers(&target) {
+                continue;
+            }
+            // Already real: only its type is needed (and that it still exists).
+            if let Ok(meta) = std::fs::metadata(&target) {
+                let is_dir = meta.is_dir();
+                self.resolver.remember(&target, is_dir);
+                let reason = format!("target of {}", link.display());
+                self.push(target, is_dir, Access::ReadOnly, reason.into());
             }
         }
     }
 
     /// Drops rules covered by an ancestor (or equal path) with at least the same access.
-    fn dedup(mut self) -> Vec<Rule> {
-        let mut kept: Vec<Rule> = Vec::with_capacity(self.rules.len());
+    fn dedup(&mut self) -> Vec<Rule> {
+        let mut rules = std::mem::take(&mut self.rules);
+        let mut kept: Vec<Rule> = Vec::with_capacity(rules.len());
         // Stronger grants first, then shorter paths, so covering rules are seen first.
-        self.rules.sort_by(|a, b| {
+        rules.sort_by(|a, b| {
             b.access
                 .cmp(&a.access)
                 .then_with(|| a.path.as_os_str().len().cmp(&b.path.as_os_str().len()))
         });
-        for rule in self.rules {
+        for rule in rules {
             let covered = kept
                 .iter()
                 .any(|k| k.access >= rule.access && within(&rule.path, &k.path));
@@ -274,7 +487,11 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
         is_root,
     } = inputs;
     let agent_config = config.agent(agent);
-    let mut b = Builder { rules: Vec::new() };
+    let mut b = Builder {
+        rules: Vec::new(),
+        resolver: Resolver::default(),
+        listings: Listings::default(),
+    };
     let mut notes = Vec::new();
 
     // Writable: the worktree and the git dirs it commits into.
@@ -391,8 +608,9 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
         patterns.extend(ROOT_DENY.iter().filter_map(|p| DenyPattern::parse(p).ok()));
     }
     patterns.extend(config.deny.iter().cloned());
-    let denied = denied_paths(&patterns);
-    let rules = carve(b.dedup(), &denied);
+    let denied = denied_paths(&patterns, &mut b.resolver, &mut b.listings);
+    let rules = b.dedup();
+    let rules = carve(rules, &denied, &mut b.listings);
 
     let mut env_allow = config.env_allow.clone();
     env_allow.extend(agent_config.env_allow.iter().cloned());
@@ -424,7 +642,11 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
 
 /// The existing paths the deny patterns match, with their real paths. Each directory is
 /// listed at most once, however many patterns name it.
-fn denied_paths(patterns: &[DenyPattern]) -> Vec<PathBuf> {
+fn denied_paths(
+    patterns: &[DenyPattern],
+    resolver: &mut Resolver,
+    listings: &mut Listings,
+) -> Vec<PathBuf> {
     let mut by_dir: Vec<(&Path, Vec<&DenyPattern>)> = Vec::new();
     for p in patterns {
         match by_dir.iter_mut().find(|(d, _)| *d == p.dir.as_path()) {
@@ -434,30 +656,47 @@ fn denied_paths(patterns: &[DenyPattern]) -> Vec<PathBuf> {
     }
     let mut out = Vec::new();
     for (dir, pats) in by_dir {
-        let Ok(dir) = std::fs::canonicalize(dir) else {
+        let Ok((dir, true)) = resolver.resolve(dir) else {
             continue;
         };
-        let mut names: Vec<OsString> = pats
+        // Names with their type when the listing gives it; exact names are looked up.
+        let mut names: Vec<(OsString, Kind)> = pats
             .iter()
             .filter(|p| !p.name.contains('*'))
-            .map(|p| OsString::from(&p.name))
+            .map(|p| (OsString::from(&p.name), Kind::Unknown))
             .collect();
         if pats.iter().any(|p| p.name.contains('*')) {
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                names.extend(entries.flatten().map(|e| e.file_name()).filter(|n| {
-                    n.to_str()
-                        .is_some_and(|n| pats.iter().any(|p| p.matches(n)))
-                }));
+            if let Some(entries) = listings.get(&dir) {
+                names.extend(
+                    entries
+                        .entries
+                        .iter()
+                        .filter(|e| {
+                            entries
+                                .name(e)
+                                .to_str()
+                                .is_some_and(|n| pats.iter().any(|p| p.matches(n)))
+                        })
+                        .map(|e| (entries.name(e).to_os_string(), e.kind)),
+                );
             }
         }
-        for name in names {
-            let path = dir.join(name);
-            if path.symlink_metadata().is_err() {
-                continue;
-            }
-            if let Ok(real) = std::fs::canonicalize(&path) {
-                if real != path {
-                    out.push(real);
+        for (name, kind) in names {
+            let path = child(&dir, &name);
+            let kind = match kind {
+                Kind::Unknown => match path.symlink_metadata() {
+                    Ok(m) if m.file_type().is_symlink() => Kind::Symlink,
+                    Ok(_) => Kind::Other,
+                    Err(_) => continue,
+                },
+                known => known,
+            };
+            // `dir` is real, so an entry that is not a symlink is its own real path.
+            if kind == Kind::Symlink {
+                if let Ok(real) = std::fs::canonicalize(&path) {
+                    if real != path {
+                        out.push(real);
+                    }
                 }
             }
             out.push(path);
@@ -472,7 +711,7 @@ fn denied_paths(patterns: &[DenyPattern]) -> Vec<PathBuf> {
 /// replaced by list-only access on each directory down to it and the original access on
 /// every other entry, one by one. Entries created later at those levels are not covered:
 /// that is the price of a deny inside an allowed directory.
-fn carve(rules: Vec<Rule>, denied: &[PathBuf]) -> Vec<Rule> {
+fn carve(rules: Vec<Rule>, denied: &[PathBuf], listings: &mut Listings) -> Vec<Rule> {
     if denied.is_empty() {
         return rules;
     }
@@ -482,7 +721,7 @@ fn carve(rules: Vec<Rule>, denied: &[PathBuf]) -> Vec<Rule> {
             continue;
         }
         if rule.is_dir && denied.iter().any(|d| within(d, &rule.path)) {
-            expand(rule, denied, &mut out);
+            expand(rule, denied, listings, &mut out);
         } else {
             out.push(rule);
         }
@@ -490,8 +729,8 @@ fn carve(rules: Vec<Rule>, denied: &[PathBuf]) -> Vec<Rule> {
     out
 }
 
-fn expand(rule: Rule, denied: &[PathBuf], out: &mut Vec<Rule>) {
-    let entries = std::fs::read_dir(&rule.path);
+fn expand(rule: Rule, denied: &[PathBuf], listings: &mut Listings, out: &mut Vec<Rule>) {
+    let entries = listings.get(&rule.path);
     out.push(Rule {
         path: rule.path.clone(),
         access: Access::ListOnly,
@@ -499,28 +738,27 @@ fn expand(rule: Rule, denied: &[PathBuf], out: &mut Vec<Rule>) {
         reason: format!("{} (list-only: holds a denied path)", rule.reason).into(),
     });
     // An unreadable directory grants nothing more: fail closed.
-    let Ok(entries) = entries else {
+    let Some(entries) = entries else {
         return;
     };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
+    out.reserve(entries.entries.len());
+    for entry in entries.sorted() {
         // Links are not granted themselves: what they point to is governed by its own rules.
-        if kind.is_symlink() || denied.iter().any(|d| d.as_os_str() == path.as_os_str()) {
+        if matches!(entry.kind, Kind::Symlink | Kind::Unknown) {
+            continue;
+        }
+        let path = child(&rule.path, entries.name(&entry));
+        if denied.iter().any(|d| d.as_os_str() == path.as_os_str()) {
             continue;
         }
         let child = Rule {
             path,
             access: rule.access,
-            is_dir: kind.is_dir(),
+            is_dir: entry.kind == Kind::Dir,
             reason: rule.reason.clone(),
         };
         if child.is_dir && denied.iter().any(|d| within(d, &child.path)) {
-            expand(child, denied, out);
+            expand(child, denied, listings, out);
         } else {
             out.push(child);
         }
@@ -715,6 +953,65 @@ mod tests {
                         target.display()
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn resolver_agrees_with_canonicalize() {
+        let s = Scratch::new("resolver");
+        fs::create_dir_all(s.0.join("real/sub")).expect("mkdir");
+        fs::write(s.0.join("real/file"), "x").expect("write");
+        std::os::unix::fs::symlink(s.0.join("real"), s.0.join("link")).expect("symlink");
+        std::os::unix::fs::symlink("real/file", s.0.join("filelink")).expect("symlink");
+        std::os::unix::fs::symlink("sub", s.0.join("real/rel")).expect("symlink");
+        let mut paths: Vec<PathBuf> = [
+            "/",
+            "/usr",
+            "/bin",
+            "/lib64",
+            "/etc",
+            "/etc/os-release",
+            "/dev/null",
+            "/dev/pts",
+            "/proc/self",
+            "/proc/self/exe",
+            "/tmp",
+            "/usr/bin/../lib",
+            "/usr//bin",
+            "/usr/bin/",
+            "/usr/./bin",
+            "/nonexistent",
+            "/dev/nonexistent",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        for rel in [
+            "real",
+            "real/sub",
+            "real/file",
+            "link",
+            "link/sub",
+            "link/file",
+            "filelink",
+            "real/rel",
+            "link/rel",
+            "real/rel/..",
+            "missing",
+            "real/file/x",
+        ] {
+            paths.push(s.0.join(rel));
+        }
+        // Twice, so that the second round runs with every parent already known to be real.
+        let mut resolver = Resolver::default();
+        for round in 0..2 {
+            for p in &paths {
+                let want = fs::canonicalize(p)
+                    .and_then(|r| Ok((r.clone(), fs::metadata(&r)?.is_dir())))
+                    .map_err(|e| e.kind());
+                let got = resolver.resolve(p).map_err(|e| e.kind());
+                assert_eq!(got, want, "round {round}: {}", p.display());
             }
         }
     }

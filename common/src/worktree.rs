@@ -7,6 +7,7 @@
 //! real paths. A worktree that is `/` or a system directory is refused.
 
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Why a worktree could not be used.
@@ -104,8 +105,24 @@ const SYSTEM_ROOTS: &[&str] = &[
 
 /// Whether `path` (a real path) is refused as a worktree.
 pub fn is_system_directory(path: &Path) -> bool {
-    SYSTEM_ROOTS.iter().any(|r| path == Path::new(r))
-        || SYSTEM_TREES.iter().any(|r| path.starts_with(r))
+    let p = path.as_os_str().as_bytes();
+    let plain = p.len() > 1
+        && p[0] == b'/'
+        && p[1..]
+            .split(|&c| c == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..");
+    if !plain {
+        // `/` itself, or a path with `.`, `..`, `//` or a trailing `/`: compare components.
+        return SYSTEM_ROOTS.iter().any(|r| path == Path::new(r))
+            || SYSTEM_TREES.iter().any(|r| path.starts_with(r));
+    }
+    // A plain path (every real path but `/`): bytes are exact, and much cheaper than
+    // `Path::starts_with`, which parses components.
+    SYSTEM_ROOTS.iter().any(|r| p == r.as_bytes())
+        || SYSTEM_TREES.iter().any(|r| {
+            p.strip_prefix(r.as_bytes())
+                .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+        })
 }
 
 /// Finds the worktree: `override_dir` (from `LANDWALL_WORKTREE`) if given, else the git top
@@ -157,7 +174,19 @@ fn layout(dotgit: &Path) -> Result<GitLayout, WorktreeError> {
         path: dotgit.to_path_buf(),
         why,
     };
-    let meta = std::fs::metadata(dotgit).map_err(|e| bad(e.to_string()))?;
+    // `dotgit` is `<real worktree>/.git`: a directory that is not a symlink is its own real
+    // path, so only a symlink needs resolving.
+    let lmeta = std::fs::symlink_metadata(dotgit).map_err(|e| bad(e.to_string()))?;
+    if lmeta.is_dir() {
+        return Ok(GitLayout::Main {
+            git_dir: dotgit.to_path_buf(),
+        });
+    }
+    let meta = if lmeta.file_type().is_symlink() {
+        std::fs::metadata(dotgit).map_err(|e| bad(e.to_string()))?
+    } else {
+        lmeta
+    };
     if meta.is_dir() {
         let git_dir = std::fs::canonicalize(dotgit).map_err(|e| bad(e.to_string()))?;
         return Ok(GitLayout::Main { git_dir });
