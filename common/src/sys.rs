@@ -1,8 +1,12 @@
 //! The only module with `unsafe`: thin wrappers over the raw system calls the wall needs and
-//! that neither `nix` nor `landlock` exposes. Each wrapper returns `io::Result`; none of them
+//! that `nix` does not expose. The Landlock calls are here too, rather than through the
+//! `landlock` crate, because the crate `fstat`s every rule's descriptor to check a file type
+//! that the policy already knows (the kernel refuses a mismatch itself): a system call per
+//! rule, on the launch path, for nothing. Each wrapper returns `io::Result`; none of them
 //! decides policy.
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>` (Linux 5.11).
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -150,4 +154,156 @@ pub fn default_sigpipe() -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// `struct landlock_ruleset_attr` from `<linux/landlock.h>` (ABI 6 layout; a kernel with an
+/// older ABI accepts the larger struct as long as the fields it does not know are zero).
+#[repr(C)]
+struct LandlockRulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's header).
+#[repr(C, packed)]
+struct LandlockPathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `struct landlock_net_port_attr`.
+#[repr(C)]
+struct LandlockNetPortAttr {
+    allowed_access: u64,
+    port: u64,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+/// `LANDLOCK_RULE_NET_PORT`.
+const LANDLOCK_RULE_NET_PORT: libc::c_int = 2;
+
+/// Creates a Landlock ruleset handling exactly these rights and scopes
+/// (`landlock_create_ruleset(2)`). The kernel refuses (EINVAL) any bit it does not know, so
+/// a ruleset that is created handles everything asked for.
+pub fn landlock_create_ruleset(
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+) -> io::Result<OwnedFd> {
+    let attr = LandlockRulesetAttr {
+        handled_access_fs,
+        handled_access_net,
+        scoped,
+    };
+    // SAFETY: the kernel reads `size_of_val(&attr)` bytes from `attr`, which outlives the
+    // call, and writes nothing of ours; it returns a new descriptor or -1.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const LandlockRulesetAttr,
+            std::mem::size_of_val(&attr),
+            0 as libc::c_uint,
+        )
+    };
+    owned_fd(rc)
+}
+
+/// Adds a path-beneath rule: `allowed_access` on the file or directory `parent` refers to
+/// (`landlock_add_rule(2)`). The kernel refuses (EINVAL) rights the ruleset does not handle,
+/// and directory rights on a file.
+pub fn landlock_add_path_rule(
+    ruleset: BorrowedFd<'_>,
+    parent: BorrowedFd<'_>,
+    allowed_access: u64,
+) -> io::Result<()> {
+    let attr = LandlockPathBeneathAttr {
+        allowed_access,
+        parent_fd: parent.as_raw_fd(),
+    };
+    // SAFETY: the kernel reads the attribute (which outlives the call) and uses the two
+    // borrowed descriptors, which stay open for the duration of the call; nothing of ours is
+    // written.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const LandlockPathBeneathAttr,
+            0 as libc::c_uint,
+        )
+    };
+    zero_or_errno(rc)
+}
+
+/// Adds a network rule: `allowed_access` (bind/connect) on TCP `port`.
+pub fn landlock_add_net_rule(
+    ruleset: BorrowedFd<'_>,
+    port: u16,
+    allowed_access: u64,
+) -> io::Result<()> {
+    let attr = LandlockNetPortAttr {
+        allowed_access,
+        port: u64::from(port),
+    };
+    // SAFETY: as for `landlock_add_path_rule`: the kernel only reads the attribute, which
+    // outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_NET_PORT,
+            &attr as *const LandlockNetPortAttr,
+            0 as libc::c_uint,
+        )
+    };
+    zero_or_errno(rc)
+}
+
+/// Restricts the calling thread with the ruleset (`landlock_restrict_self(2)`); `flags` are
+/// the `LANDLOCK_RESTRICT_SELF_*` audit flags (ABI 7).
+pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>, flags: u32) -> io::Result<()> {
+    // SAFETY: takes a borrowed descriptor (open for the call) and an integer; no memory of
+    // ours is touched.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), flags) };
+    zero_or_errno(rc)
+}
+
+fn zero_or_errno(rc: libc::c_long) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn owned_fd(rc: libc::c_long) -> io::Result<OwnedFd> {
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = libc::c_int::try_from(rc).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned `fd` as a new descriptor of this process, which
+    // nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads directory entries from `dir` into `buf` (`getdents64(2)`); returns the number of
+/// bytes filled, 0 at the end. The records are `struct linux_dirent64`, which the caller
+/// parses: a listing needs no allocation per entry, unlike `std::fs::read_dir`.
+pub fn getdents64(dir: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which is borrowed
+    // mutably for the duration of the call; the descriptor is borrowed and open.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    usize::try_from(rc).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }

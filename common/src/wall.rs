@@ -1,18 +1,22 @@
 //! The Landlock wall: turn a [`Policy`] into a ruleset and restrict the calling process.
 //!
 //! Invariants: every filesystem right the running kernel knows is handled (so anything not
-//! granted is denied); every rule is added from a path opened with `PathFd::new` (a path that
-//! cannot be opened is an error, never silently skipped); the crate runs in
-//! `HardRequirement` mode and the result must be `FullyEnforced` with no_new_privs set.
-//! Anything less is an error value, so the caller cannot exec by mistake.
+//! granted is denied); every rule is added from its path opened with `O_PATH` (a path that
+//! cannot be opened is an error, never silently skipped); every system call must succeed
+//! (the kernel applies a ruleset exactly as given or refuses it: there is no partial
+//! enforcement at this level), and no_new_privs is set. Anything less is an error value, so
+//! the caller cannot exec by mistake. The `landlock` crate supplies the access-right
+//! constants; the calls themselves are in [`sys`].
 
+use std::ffi::OsStr;
 use std::io;
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
-use landlock::{
-    Access as _, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath,
-    PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
-};
+use landlock::{Access as _, AccessFs, AccessNet, BitFlags, Scope, ABI};
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use crate::policy::{Access, Policy};
 use crate::sys;
@@ -36,41 +40,35 @@ pub enum WallError {
     },
     /// Creating the ruleset failed.
     #[error("creating the Landlock ruleset: {0}")]
-    Ruleset(#[source] landlock::RulesetError),
+    Ruleset(#[source] io::Error),
     /// A rule's path could not be opened.
     #[error("opening {} for its rule: {source}", path.display())]
     Open {
         /// The path.
         path: PathBuf,
         /// Why.
-        source: landlock::PathFdError,
+        source: io::Error,
     },
     /// A rule could not be added.
     #[error("adding the rule for {}: {source}", path.display())]
     Rule {
-        /// The path.
+        /// The path (or `tcp port N`).
         path: PathBuf,
         /// Why.
-        source: landlock::RulesetError,
+        source: io::Error,
     },
     /// `landlock_restrict_self` failed (E2BIG: 16 layers already stacked).
-    #[error("restricting the process: {0}; if it says E2BIG, 16 Landlock layers are already stacked around this process")]
-    Restrict(#[source] landlock::RulesetError),
-    /// The kernel accepted the ruleset but did not enforce all of it.
-    #[error("the kernel did not fully enforce the ruleset ({status}); refusing to run the agent half-walled")]
-    NotEnforced {
-        /// What the crate reported.
-        status: String,
-    },
+    #[error("restricting the process: {0}; if it says E2BIG (argument list too long), 16 Landlock layers are already stacked around this process")]
+    Restrict(#[source] io::Error),
     /// TCP port rules are configured but the kernel cannot enforce them.
     #[error("the configuration sets TCP port rules ([network]) but this kernel offers Landlock ABI {have}; TCP rules need ABI 4 (Linux 6.7): upgrade the kernel or remove [network]")]
     NetworkUnsupported {
         /// The kernel's ABI.
         have: u32,
     },
-    /// no_new_privs is not set after restricting.
-    #[error("no_new_privs is not set after restricting; refusing to run")]
-    NoNewPrivs,
+    /// no_new_privs could not be set before restricting.
+    #[error("setting no_new_privs before restricting: {0}; refusing to run")]
+    NoNewPrivs(#[source] io::Error),
 }
 
 /// What went up.
@@ -106,12 +104,21 @@ pub fn rights(access: Access, is_dir: bool, abi: ABI) -> BitFlags<AccessFs> {
     }
 }
 
+/// `LANDLOCK_RESTRICT_SELF_LOG_SAME_EXEC_OFF` (ABI 7).
+const LOG_SAME_EXEC_OFF: u32 = 1 << 0;
+/// `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON` (ABI 7).
+const LOG_NEW_EXEC_ON: u32 = 1 << 1;
+
 /// Restricts the calling thread (the process must be single-threaded) with `policy`.
 ///
 /// Steps, each checked: read the kernel's ABI and compare it with the minimum; create a
 /// ruleset handling every filesystem right of that ABI; add each rule from an opened path;
-/// ask for audit of denials after exec where ABI 7 offers it; restrict; require full
-/// enforcement and no_new_privs.
+/// ask for audit of denials after exec where ABI 7 offers it; set no_new_privs; restrict.
+///
+/// The system calls are made directly (see [`sys`]): the kernel refuses any right, scope or
+/// flag it does not know, and any rule it cannot apply exactly as asked (rights outside the
+/// handled set, directory rights on a file), so a ruleset that was created, filled and
+/// applied without an error is fully enforced — there is no best-effort mode to fall into.
 pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
     let have = kernel_abi()?;
     if have < policy.min_abi {
@@ -125,79 +132,99 @@ pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
         return Err(WallError::NetworkUnsupported { have });
     }
     let abi = ABI::from(i32::try_from(have).unwrap_or(i32::MAX));
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(WallError::Ruleset)?;
+    let mut handled_net = BitFlags::<AccessNet>::EMPTY;
     if net.connect_tcp.is_some() {
-        ruleset = ruleset
-            .handle_access(AccessNet::ConnectTcp)
-            .map_err(WallError::Ruleset)?;
+        handled_net |= AccessNet::ConnectTcp;
     }
     if net.bind_tcp.is_some() {
-        ruleset = ruleset
-            .handle_access(AccessNet::BindTcp)
-            .map_err(WallError::Ruleset)?;
+        handled_net |= AccessNet::BindTcp;
     }
     // ABI 6: no signals to, and no abstract unix sockets of, processes outside the wall.
     let scoped = have >= 6;
-    if scoped {
-        ruleset = ruleset
-            .scope(Scope::from_all(abi))
-            .map_err(WallError::Ruleset)?;
-    }
-    let mut ruleset = ruleset.create().map_err(WallError::Ruleset)?;
-    let ports = |list: &Option<Vec<u16>>, access: AccessNet| -> Vec<NetPort> {
-        list.iter()
-            .flatten()
-            .map(|&p| NetPort::new(p, access))
-            .collect()
+    let scopes = if scoped {
+        Scope::from_all(abi).bits()
+    } else {
+        0
     };
-    for rule in ports(&net.connect_tcp, AccessNet::ConnectTcp)
-        .into_iter()
-        .chain(ports(&net.bind_tcp, AccessNet::BindTcp))
-    {
-        ruleset = ruleset.add_rule(rule).map_err(WallError::Ruleset)?;
-    }
-    for rule in &policy.rules {
-        let rights = rights(rule.access, rule.is_dir, abi);
-        if rights.is_empty() {
-            continue;
+    let ruleset =
+        sys::landlock_create_ruleset(AccessFs::from_all(abi).bits(), handled_net.bits(), scopes)
+            .map_err(WallError::Ruleset)?;
+    let ports = [
+        (&net.connect_tcp, AccessNet::ConnectTcp),
+        (&net.bind_tcp, AccessNet::BindTcp),
+    ];
+    for (list, access) in ports {
+        for &port in list.iter().flatten() {
+            sys::landlock_add_net_rule(ruleset.as_fd(), port, BitFlags::from(access).bits())
+                .map_err(|source| WallError::Rule {
+                    path: PathBuf::from(format!("tcp port {port}")),
+                    source,
+                })?;
         }
-        let fd = PathFd::new(&rule.path).map_err(|source| WallError::Open {
+    }
+    // List-only directories are the parents of carved-out entries (and `/dev`): they stay open
+    // while their entries are opened relative to them, one path component each.
+    let mut parents: Vec<(&Path, OwnedFd)> = Vec::new();
+    for rule in &policy.rules {
+        let fd = open_path(&rule.path, &parents).map_err(|source| WallError::Open {
             path: rule.path.clone(),
             source,
         })?;
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, rights))
-            .map_err(|source| WallError::Rule {
+        let rights = rights(rule.access, rule.is_dir, abi);
+        sys::landlock_add_path_rule(ruleset.as_fd(), fd.as_fd(), rights.bits()).map_err(
+            |source| WallError::Rule {
                 path: rule.path.clone(),
                 source,
-            })?;
+            },
+        )?;
+        if rule.access == Access::ListOnly {
+            parents.push((&rule.path, fd));
+        }
     }
+    drop(parents);
     // ABI 7: audit the agent's denials (after exec), not the shim's own before it (the
     // self-check's expected refusal of `/` would otherwise be logged on every launch).
     let audit_new_exec = have >= 7;
-    if audit_new_exec {
-        ruleset = ruleset
-            .log_new_exec(true)
-            .and_then(|r| r.log_same_exec(false))
-            .map_err(WallError::Ruleset)?;
-    }
-    let status = ruleset.restrict_self().map_err(WallError::Restrict)?;
-    if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(WallError::NotEnforced {
-            status: format!("{:?}", status.ruleset),
-        });
-    }
-    if !status.no_new_privs {
-        return Err(WallError::NoNewPrivs);
-    }
+    let flags = if audit_new_exec {
+        LOG_SAME_EXEC_OFF | LOG_NEW_EXEC_ON
+    } else {
+        0
+    };
+    // Without no_new_privs (or CAP_SYS_ADMIN) the kernel refuses to restrict; the launch
+    // has set it already, and setting it again is harmless.
+    nix::sys::prctl::set_no_new_privs().map_err(|e| WallError::NoNewPrivs(e.into()))?;
+    sys::landlock_restrict_self(ruleset.as_fd(), flags).map_err(WallError::Restrict)?;
     Ok(Enforced {
         abi: have,
         audit_new_exec,
         scoped,
     })
+}
+
+/// Opens `path` with `O_PATH` (no access to its contents; following a final symlink, as
+/// `landlock::PathFd` does), relative to its parent's descriptor when the parent is one of
+/// the open list-only directories.
+fn open_path(path: &Path, parents: &[(&Path, OwnedFd)]) -> io::Result<OwnedFd> {
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    // Rule paths are real (no `.`, `..` or `//`), so the parent is the bytes before the
+    // last `/`, compared as bytes.
+    let bytes = path.as_os_str().as_bytes();
+    if let Some(slash) = bytes.iter().rposition(|&b| b == b'/') {
+        let (parent, name) = (&bytes[..slash], &bytes[slash + 1..]);
+        let found = parents
+            .iter()
+            .rev()
+            .find(|(p, _)| p.as_os_str().as_bytes() == parent);
+        if let (Some((_, dir)), false) = (found, name.is_empty() || parent.is_empty()) {
+            return Ok(nix::fcntl::openat(
+                dir,
+                OsStr::from_bytes(name),
+                flags,
+                Mode::empty(),
+            )?);
+        }
+    }
+    Ok(nix::fcntl::open(path, flags, Mode::empty())?)
 }
 
 /// What a kernel ABI enforces, for `landwall doctor`.
