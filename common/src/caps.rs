@@ -40,9 +40,9 @@ fn drop_err(set: &'static str) -> impl Fn(caps::errors::CapsError) -> CapsError 
 }
 
 /// Drops all five capability sets; every call is checked. Returns whether the bounding set
-/// was dropped (see step 1). That the sets are then empty is checked from
-/// `/proc/self/status` by the launch's self-check, in one read rather than a system call per
-/// capability.
+/// was dropped (see step 1). That the sets are then empty is checked again by the launch's
+/// self-check, after the wall is up (`capget`, and `prctl` for the ambient and bounding
+/// sets).
 pub fn drop_all() -> Result<bool, CapsError> {
     let have_setpcap = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP)
         .map_err(drop_err("effective"))?;

@@ -154,7 +154,11 @@ pub fn sanitize_fds() -> io::Result<()> {
     }
 }
 
-/// The fields of `/proc/self/status` the self-check reads.
+/// What the self-check reads back: the fields of `/proc/self/status` it would show, asked of
+/// the kernel with one system call each (`capget`, `PR_GET_NO_NEW_PRIVS`, `PR_GET_SECCOMP`, and
+/// one `prctl` per capability for the ambient and bounding sets), which on a fresh process is
+/// cheaper than procfs's lookup and generation of the file. [`ProcStatus::parse`] reads the
+/// same fields from the file's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcStatus {
     /// `NoNewPrivs`.
@@ -218,6 +222,35 @@ fn read_proc_status() -> io::Result<String> {
     String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// The fields of [`ProcStatus`] asked of the kernel directly. The bounding set is read only
+/// if it was dropped (otherwise it is reported full, and [`ProcStatus::check`] ignores it).
+fn status_from_syscalls(bounding: bool) -> io::Result<ProcStatus> {
+    let bits = |read: &dyn Fn(u32) -> io::Result<bool>| -> io::Result<u64> {
+        let mut set = 0u64;
+        for cap in 0..64 {
+            match read(cap) {
+                Ok(true) => set |= 1 << cap,
+                Ok(false) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(set)
+    };
+    let [eff, prm, inh] = sys::capget()?;
+    let bnd = if bounding {
+        bits(&sys::capbset_read)?
+    } else {
+        u64::MAX
+    };
+    let amb = bits(&sys::cap_ambient_is_set)?;
+    Ok(ProcStatus {
+        no_new_privs: u8::from(nix::sys::prctl::get_no_new_privs()?),
+        seccomp: u8::try_from(sys::seccomp_mode()?).unwrap_or(u8::MAX),
+        caps: [inh, prm, eff, bnd, amb],
+    })
+}
+
 /// The real kernel.
 #[derive(Debug, Default)]
 pub struct LiveKernel {
@@ -244,12 +277,24 @@ impl Kernel for LiveKernel {
     }
 
     fn thread_count(&mut self) -> io::Result<usize> {
+        // The kernel's own answer first (one system call); the count, for the message, only
+        // when it says no.
+        if sys::single_threaded()? {
+            return Ok(1);
+        }
         let status = read_proc_status()?;
-        status
+        let n = status
             .lines()
             .find_map(|l| l.strip_prefix("Threads:"))
             .and_then(|n| n.trim().parse().ok())
-            .ok_or_else(|| io::Error::other("no Threads: line in /proc/self/status"))
+            .ok_or_else(|| io::Error::other("no Threads: line in /proc/self/status"))?;
+        if n > 1 {
+            Ok(n)
+        } else {
+            Err(io::Error::other(
+                "the address space is shared with another process (CLONE_VM)",
+            ))
+        }
     }
 
     fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError> {
@@ -268,8 +313,8 @@ impl Kernel for LiveKernel {
             Ok(_) => return Err("`/` is readable".into()),
             Err(e) => return Err(format!("listing `/` failed unexpectedly: {e}")),
         }
-        let text = read_proc_status().map_err(|e| e.to_string())?;
-        ProcStatus::parse(&text)?.check(self.bounding_dropped)?;
+        let status = status_from_syscalls(self.bounding_dropped).map_err(|e| e.to_string())?;
+        status.check(self.bounding_dropped)?;
         // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
         let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);
         if errno != Some(libc::EPERM) {
@@ -461,6 +506,26 @@ mod tests {
         .expect("parse");
         assert_eq!(unprivileged.check(false), Ok(()));
         assert!(ProcStatus::parse("Name:\tx\n").is_err());
+    }
+
+    #[test]
+    fn the_syscalls_read_what_proc_self_status_shows() {
+        let text = read_proc_status().expect("read");
+        let from_file = ProcStatus::parse(&text).expect("parse");
+        let asked = status_from_syscalls(true).expect("ask");
+        assert_eq!(asked, from_file);
+    }
+
+    #[test]
+    fn a_second_thread_is_seen() {
+        // The test harness may run this on a worker thread: either way the process has more
+        // than one thread while `t` lives.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || rx.recv());
+        assert!(!sys::single_threaded().expect("unshare"));
+        assert!(LiveKernel::default().thread_count().expect("count") > 1);
+        drop(tx);
+        let _ignored = t.join();
     }
 
     #[test]

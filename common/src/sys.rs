@@ -307,3 +307,84 @@ pub fn getdents64(dir: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     }
     usize::try_from(rc).map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))
 }
+
+/// Whether the calling process is single-threaded, asked of the kernel: `unshare(CLONE_VM)`
+/// unshares nothing (the kernel does not implement it) but fails with EINVAL unless the
+/// process has one thread and shares its address space and signal handlers with no other
+/// task; on success it has no effect. One system call, where counting the threads in
+/// `/proc/self/status` costs a procfs lookup and the file's generation.
+pub fn single_threaded() -> io::Result<bool> {
+    // SAFETY: unshare takes an integer; with CLONE_VM alone the kernel only checks the
+    // conditions above and changes nothing (kernel/fork.c: check_unshare_flags, "pretend it
+    // works if there is nothing to unshare").
+    let rc = unsafe { libc::unshare(libc::CLONE_VM) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EINVAL) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// `struct __user_cap_header_struct` with `_LINUX_CAPABILITY_VERSION_3`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct` (two of them for 64 capabilities).
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// The calling thread's effective, permitted and inheritable sets (`capget(2)`).
+pub fn capget() -> io::Result<[u64; 3]> {
+    let mut header = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: the kernel reads the header and writes two `CapData` (version 3), both
+    // borrowed for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        )
+    };
+    zero_or_errno(rc)?;
+    let join = |lo: u32, hi: u32| u64::from(lo) | u64::from(hi) << 32;
+    Ok([
+        join(data[0].effective, data[1].effective),
+        join(data[0].permitted, data[1].permitted),
+        join(data[0].inheritable, data[1].inheritable),
+    ])
+}
+
+/// Whether `cap` is in the ambient set; EINVAL past the last capability.
+pub fn cap_ambient_is_set(cap: u32) -> io::Result<bool> {
+    // SAFETY: prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap) takes integers only.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
+            libc::c_ulong::from(cap),
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    match rc {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
