@@ -79,9 +79,10 @@ test: fmt-check clippy build agents
 # one npm install (a partial install could prune the others). The postinstalls put the
 # native binaries in place of stubs; an npm that skips install scripts leaves the stubs, so
 # the scripts are run by hand in that case. `--version` runs with a scratch HOME: the CLIs
-# create state directories even for that.
+# create state directories even for that. Only stdout is compared: Codex warns on stderr when
+# that HOME is under /tmp (a CI clone may be), and the warnings are kept for a failure.
 agents:
-	@v() { HOME='$(AGENTS_DIR)/.version-home' '$(AGENTS_BIN)/'"$$1" --version 2>&1; }; \
+	@v() { mkdir -p '$(AGENTS_DIR)'; HOME='$(AGENTS_DIR)/.version-home' '$(AGENTS_BIN)/'"$$1" --version 2>>'$(AGENTS_DIR)/version.err'; }; \
 	versions() { echo "$$(v claude)|$$(v opencode)|$$(v codex)"; }; \
 	want='$(CLAUDE_CODE_VERSION) (Claude Code)|$(OPENCODE_VERSION)|codex-cli $(CODEX_VERSION)'; \
 	if [ "$$(versions)" = "$$want" ]; then \
@@ -104,7 +105,8 @@ agents:
 	fi; \
 	got="$$(versions)" || true; \
 	if [ "$$got" != "$$want" ]; then \
-	  echo "make agents: --version said '$$got', not '$$want'" >&2; \
+	  echo "make agents: --version said '$$got', not '$$want'; their stderr:" >&2; \
+	  cat '$(AGENTS_DIR)/version.err' >&2; \
 	  exit 1; \
 	fi; \
 	echo "installed: $$got"
