@@ -6,8 +6,10 @@
 //! with at least the same access is dropped); everything not covered is denied.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
@@ -167,27 +169,90 @@ pub const ROOT_DENY: &[&str] = &[
 /// is not a symlink itself, and one `lstat` says so (and gives its type). Paths whose parent
 /// is not known to be real, symlinks, and paths that are not plain (`.`, `..`, `//`) take the
 /// full `canonicalize`.
+/// A hasher for the builder's sets of paths: a multiply-rotate over 8-byte words (the
+/// rustc-hash "Fx" scheme). The keys are paths from the system and the administrator's
+/// configuration, not from an adversary who could aim collisions at them, and SipHash, the
+/// default, cost more than the whole lookup.
 #[derive(Default)]
+struct PathHasher(u64);
+
+impl std::hash::Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl PathHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type PathSet<K> = HashSet<K, BuildHasherDefault<PathHasher>>;
+type PathMap<K, V> = HashMap<K, V, BuildHasherDefault<PathHasher>>;
+
+/// The parent of a plain path, by bytes (`Path::parent` parses components): everything
+/// before the last `/`, or `/` itself.
+fn parent_bytes(path: &[u8]) -> Option<&[u8]> {
+    match path.iter().rposition(|&b| b == b'/')? {
+        0 if path.len() > 1 => Some(&path[..1]),
+        0 => None,
+        i => Some(&path[..i]),
+    }
+}
+
 struct Resolver {
-    /// Real directories seen so far; their ancestors are real too.
-    real: Vec<PathBuf>,
+    /// Real directories seen so far, and every ancestor of each (real too).
+    real: PathSet<Vec<u8>>,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        // Room for the default policy's directories without growing.
+        let mut real = PathSet::default();
+        real.reserve(64);
+        Resolver { real }
+    }
 }
 
 impl Resolver {
-    /// Whether `dir` is known to be real: `/`, or one of the real directories or an ancestor
+    /// Whether `dir` is known to be real: `/`, or a real directory seen so far or an ancestor
     /// of one.
-    fn known_real(&self, dir: &Path) -> bool {
-        // Newest first: paths come in groups (`/dev`, then `/dev/null`, …).
-        dir.as_os_str().as_bytes() == b"/" || self.real.iter().rev().any(|r| within(r, dir))
+    fn known_real(&self, dir: &[u8]) -> bool {
+        dir == b"/" || self.real.contains(dir)
     }
 
-    /// Records a real path: the path itself if it is a directory, else its parent.
+    /// Records a real path: the path itself if it is a directory, else its parent; and the
+    /// ancestors of that, up to the first one already known.
     fn remember(&mut self, real: &Path, is_dir: bool) {
-        let dir = if is_dir { Some(real) } else { real.parent() };
-        if let Some(dir) = dir {
-            if !self.known_real(dir) {
-                self.real.push(dir.to_path_buf());
-            }
+        let real = real.as_os_str().as_bytes();
+        let mut dir = if is_dir {
+            Some(real)
+        } else {
+            parent_bytes(real)
+        };
+        while let Some(d) = dir.filter(|d| d.len() > 1 && !self.real.contains(*d)) {
+            self.real.insert(d.to_vec());
+            dir = parent_bytes(d);
         }
     }
 
@@ -213,7 +278,7 @@ impl Resolver {
 /// The parent of `path` if `path` is plain: absolute, not `/` itself, and every component
 /// after the root non-empty and neither `.` nor `..` (no `//`, no trailing `/`). A plain path
 /// whose parent is real is real unless its last component is a symlink.
-fn plain_parent(path: &Path) -> Option<&Path> {
+fn plain_parent(path: &Path) -> Option<&[u8]> {
     let bytes = path.as_os_str().as_bytes();
     let rest = bytes.strip_prefix(b"/")?;
     let plain = !rest.is_empty()
@@ -221,7 +286,7 @@ fn plain_parent(path: &Path) -> Option<&Path> {
             .split(|&c| c == b'/')
             .all(|c| !c.is_empty() && c != b"." && c != b"..");
     if plain {
-        path.parent()
+        parent_bytes(bytes)
     } else {
         None
     }
@@ -447,25 +512,51 @@ impl Builder {
     }
 
     /// Drops rules covered by an ancestor (or equal path) with at least the same access.
+    ///
+    /// A rule kept earlier covers a later one when its path is one of the later path's
+    /// [`ancestors_or_self`] with at least the same access: a lookup per ancestor in a map of
+    /// kept paths, rather than a comparison with every kept rule (quadratic, and the whole
+    /// cost of building a policy with hundreds of configured paths).
     fn dedup(&mut self) -> Vec<Rule> {
         let mut rules = std::mem::take(&mut self.rules);
-        let mut kept: Vec<Rule> = Vec::with_capacity(rules.len());
         // Stronger grants first, then shorter paths, so covering rules are seen first.
         rules.sort_by(|a, b| {
             b.access
                 .cmp(&a.access)
                 .then_with(|| a.path.as_os_str().len().cmp(&b.path.as_os_str().len()))
         });
-        for rule in rules {
-            let covered = kept
-                .iter()
-                .any(|k| k.access >= rule.access && within(&rule.path, &k.path));
+        let mut keep = vec![false; rules.len()];
+        let mut kept: PathMap<&[u8], Access> = PathMap::default();
+        kept.reserve(rules.len());
+        for (rule, keep) in rules.iter().zip(keep.iter_mut()) {
+            let path = rule.path.as_os_str().as_bytes();
+            let covered = ancestors_or_self(path)
+                .any(|d| kept.get(d).is_some_and(|&access| access >= rule.access));
             if !covered {
-                kept.push(rule);
+                *keep = true;
+                let access = kept.entry(path).or_insert(rule.access);
+                *access = (*access).max(rule.access);
             }
         }
-        kept
+        rules
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(rule, keep)| keep.then_some(rule))
+            .collect()
     }
+}
+
+/// Every `dir` for which [`within`]`(path, dir)` holds: `path` itself, each prefix that ends
+/// just before a `/` (the empty one included, though no rule has an empty path), and `/`.
+fn ancestors_or_self(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let prefixes = path
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|&(_, &b)| b == b'/')
+        .map(move |(i, _)| &path[..i]);
+    let root = (path.first() == Some(&b'/') && path != b"/").then_some(&b"/"[..]);
+    std::iter::once(path).chain(prefixes).chain(root)
 }
 
 /// Whether `path` is `dir` or beneath it. Both are real paths (absolute, no `.`/`..`, no
@@ -953,6 +1044,34 @@ mod tests {
                         target.display()
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn parent_bytes_is_path_parent_on_plain_paths() {
+        for p in ["/", "/a", "/a/b", "/a/b/c", "/usr/lib/x86_64-linux-gnu"] {
+            assert_eq!(
+                parent_bytes(p.as_bytes()),
+                Path::new(p).parent().map(|d| d.as_os_str().as_bytes()),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn ancestors_or_self_are_exactly_the_dirs_within_accepts() {
+        let paths = [
+            "/", "/a", "/a/b", "/a/b/c", "/ab", "/a/bc", "/a//b", "/a/", "/b/a", "",
+        ];
+        for p in paths {
+            let ancestors: Vec<&[u8]> = ancestors_or_self(p.as_bytes()).collect();
+            for d in paths {
+                assert_eq!(
+                    ancestors.contains(&d.as_bytes()),
+                    within(Path::new(p), Path::new(d)),
+                    "path {p:?}, dir {d:?}"
+                );
             }
         }
     }
