@@ -4,7 +4,7 @@
 #   make test       fmt check, clippy (warnings denied), build, the real agent CLIs, all tests
 #   make demo       show the wall on this machine with a stand-in agent
 #   make install    PREFIX=/usr/local DESTDIR= : what the packages ship, under PREFIX
-#   make bench      release build, then every bench/*.sh
+#   make bench      release builds (static and dynamic), then every bench/*.sh: bench/results.md
 #   make deb        Debian package (cargo-deb) in target/packages/
 #   make rpm        RPM package (cargo-generate-rpm) in target/packages/
 #   make test-packages  lintian, rpmlint, systemd-analyze, and an install test in a Debian root
@@ -237,14 +237,42 @@ test-kernels: kernel-tools build
 
 .PHONY: kernel-tools test-kernels
 
-# Each bench script gets the release binaries' paths in LANDWALL and LANDWALL_DRAIN.
-bench: release
-	@cd $(ROOT); shopt -s nullglob; scripts=(bench/*.sh); \
-	if [ $${#scripts[@]} -eq 0 ]; then echo "make bench: no bench/*.sh scripts yet; nothing to run"; exit 0; fi; \
-	for s in "$${scripts[@]}"; do \
-	  echo "== $$s"; \
-	  LANDWALL='$(TARGET_DIR)/release/landwall' LANDWALL_DRAIN='$(TARGET_DIR)/release/landwall-drain' bash "$$s"; \
-	done
+# Statically linked release binaries (static-pie, glibc) in target/<host triple>/release/: no
+# dynamic loader, relocations or shared-library faults on each launch, and a smaller peak
+# RSS (bench/results.md). Same sources, profile and features as `make release`; --target
+# keeps build scripts and proc-macros dynamic, for the host.
+release-static:
+	cd $(ROOT) && host=$$(rustc -vV | sed -n 's/^host: //p') && \
+	  RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target "$$host" -p landwall -p landwall-drain
+
+# What the benchmarks run, from Debian's archive, where missing.
+bench-tools:
+	@missing=(); \
+	for t in hyperfine:hyperfine bwrap:bubblewrap valgrind:valgrind gcc:gcc python3:python3 tsp:task-spooler git:git; do \
+	  command -v "$${t%%:*}" >/dev/null || missing+=("$${t#*:}"); \
+	done; \
+	[ -x /usr/bin/time ] || missing+=(time); \
+	if [ $${#missing[@]} -gt 0 ]; then \
+	  sudo=(); [ "$$(id -u)" -eq 0 ] || sudo=(sudo -n); \
+	  echo "make bench-tools: installing $${missing[*]}"; \
+	  "$${sudo[@]}" apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive "$${sudo[@]}" apt-get install -y -qq --no-install-recommends "$${missing[@]}" </dev/null; \
+	fi
+
+# Every bench/*.sh, with the static binaries in LANDWALL and LANDWALL_DRAIN (and the dynamic
+# landwall in LANDWALL_DYNAMIC); bench/wall.sh last, as it folds the drain figures into
+# bench/results.md and fails if callgrind's instruction count grew past its baseline.
+bench: bench-tools release release-static
+	@cd $(ROOT); host=$$(rustc -vV | sed -n 's/^host: //p'); \
+	export LANDWALL='$(TARGET_DIR)'/$$host/release/landwall LANDWALL_DRAIN='$(TARGET_DIR)'/$$host/release/landwall-drain \
+	  LANDWALL_DYNAMIC='$(TARGET_DIR)/release/landwall'; \
+	for s in bench/*.sh; do \
+	  [ "$$s" = bench/wall.sh ] && continue; \
+	  echo "== $$s"; bash "$$s"; \
+	done; \
+	echo "== bench/wall.sh"; bash bench/wall.sh
+
+.PHONY: release-static bench-tools
 
 clean:
 	cd $(ROOT) && $(CARGO) clean
