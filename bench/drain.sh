@@ -53,10 +53,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$S/work/job" "$S/tsp-out"
-WT=$S/work/job
+mkdir -p "$S/jobs/job" "$S/tsp-out"
+WT=$S/jobs/job
 CFG=$S/landwall.toml
-printf '[drain]\nworktree_roots = ["%s/work"]\ngrace = "5s"\n' "$S" >"$CFG"
+printf '[drain]\nworktree_roots = ["%s/jobs"]\ngrace = "5s"\n' "$S" >"$CFG"
 chmod 644 "$CFG"
 export LANDWALL_CONFIG=$CFG LANDWALL_DRAIN_SANDBOX=1 LANDWALL_LOG=warn
 export TS_SOCKET=$S/tsp.socket TMPDIR=$S/tsp-out TS_MAXFINISHED=$((3 * N + 10)) TS_SLOTS=1

@@ -364,16 +364,16 @@ t_landlock_not_in_lsm_list() {
 # ---- The drain daemon.
 
 # drain_scene NAME CONFIG-LINE...: a spool, a worktree root work/ with work/w, the config (the
-# given lines, then [drain] with the root), and one queued job in work/w ($JOB) that leaves
+# given lines, then [drain] with the root), and one queued job in jobs/w ($JOB) that leaves
 # a marker, then tries to write outside.
 drain_scene() {
     scene "$1"
     shift
-    mkdir -p "$S/work/w" "$S/spool"
-    config "$@" "[drain]" "worktree_roots = [\"$S/work\"]"
-    WD=$S/work/w
+    mkdir -p "$S/jobs/w" "$S/spool"
+    config "$@" "[drain]" "worktree_roots = [\"$S/jobs\"]"
+    WD=$S/jobs/w
     # shellcheck disable=SC2016
-    lw submit --spool "$S/spool" --worktree "$S/work/w" -- \
+    lw submit --spool "$S/spool" --worktree "$S/jobs/w" -- \
         sh -c 'echo ran > marker; echo x > "$1/from-job"; echo outside=$?' sh "$S/outside"
     JOB=$(tr -d '[:space:]' <<<"$OUT")
     expect "a job is queued ($JOB)" test -n "$JOB" -a -e "$S/spool/queue/$JOB.toml"
@@ -394,7 +394,7 @@ drain_refuses() {
     expect "the spool is untouched" test "$(snapshot)" = "$before"
     expect "no lock file" test ! -e "$S/spool/lock"
     expect "the job is still queued" test -e "$S/spool/queue/$JOB.toml"
-    expect "the job never ran" test ! -e "$S/work/w/marker"
+    expect "the job never ran" test ! -e "$S/jobs/w/marker"
 }
 t_drain_sandbox_refuses_below_min_abi() {
     drain_scene drainbelow
@@ -418,7 +418,7 @@ t_drain_job_not_started_without_landlock() {
     echo "$text" | sed 's/^/      /'
     expect "reason: not started, no Landlock" has_re "$text" '^reason = "not started: .*no Landlock'
     expect "exit_code = 100" has_re "$text" '^exit_code = 100$'
-    expect "the job never ran" test ! -e "$S/work/w/marker"
+    expect "the job never ran" test ! -e "$S/jobs/w/marker"
 }
 
 # With min_abi = 2 the daemon walls itself in on ABI 2 and its job runs behind its own wall.
@@ -429,7 +429,7 @@ t_min_abi_2_drain_sandbox_serves() {
     want_rc 0
     err_has "walled in"
     expect "the job is done" test -e "$S/spool/done/$JOB.result.toml"
-    expect "the job ran" test -e "$S/work/w/marker"
+    expect "the job ran" test -e "$S/jobs/w/marker"
     local log
     log=$(cat "$S/spool/logs/$JOB.log" 2>/dev/null)
     echo "      job log: $log"
