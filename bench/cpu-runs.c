@@ -8,11 +8,16 @@
 // process and what it execs, from wait4: the clock perf's task-clock reads), wall ms, minor
 // page faults. Arguments are split on spaces. A run that exits with a status above
 // CPU_RUNS_MAX_STATUS (default 0) or dies of a signal stops everything with status 1.
+//
+// A NAME that ends in "@tty" runs its command on a terminal: in a new session whose
+// controlling terminal is a pseudo-terminal cpu-runs made (stdout and stderr still go to
+// /dev/null). landwall installs its terminal filter only when a terminal is within reach.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,12 +52,26 @@ int main(int argc, char **argv)
 		for (char *save = NULL, *t = strtok_r(s, " ", &save); t; t = strtok_r(NULL, " ", &save))
 			cmd[j][c++] = t;
 	}
+	// The terminal for "@tty" runs: each run's session takes it as its controlling terminal
+	// and gives it back when its leader exits.
+	int ptm = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	const char *pts = ptm >= 0 && grantpt(ptm) == 0 && unlockpt(ptm) == 0 ? ptsname(ptm) : NULL;
+	char *tty = pts ? strdup(pts) : NULL;
 	for (int i = 0; i < runs; i++) {
 		for (int jj = 0; jj < k; jj++) {
 			int j = (i % 2) ? k - 1 - jj : jj;
 			double t0 = now_ms();
 			pid_t pid = fork();
 			if (pid == 0) {
+				const char *name = argv[3 + 2 * j];
+				size_t len = strlen(name);
+				if (len > 4 && strcmp(name + len - 4, "@tty") == 0) {
+					int t = -1;
+					if (!tty || setsid() < 0 || (t = open(tty, O_RDWR)) < 0 ||
+					    ioctl(t, TIOCSCTTY, 0) < 0)
+						_exit(126);
+					close(t);
+				}
 				int fd = open("/dev/null", O_WRONLY);
 				dup2(fd, 1);
 				dup2(fd, 2);

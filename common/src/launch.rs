@@ -96,9 +96,10 @@ pub trait Kernel {
 /// 2. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);
 /// 3. single-threaded (before ABI 8 a thread that exists now would stay unrestricted);
 /// 4. Landlock ruleset fully enforced at or above the minimum ABI;
-/// 5. seccomp filter (terminal injection; MPTCP when TCP rules are set);
+/// 5. seccomp filter (terminal injection, when a terminal is within reach; MPTCP when TCP
+///    rules are set);
 /// 6. self-check from inside: a path outside the grant is refused, no_new_privs is 1, every
-///    capability set is empty, the seccomp filter answers;
+///    capability set is empty, the terminal filter answers if it was installed;
 /// 7. `execve()`.
 pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) -> Error {
     if let Err(e) = kernel.drop_capabilities() {
@@ -194,13 +195,14 @@ impl ProcStatus {
         })
     }
 
-    /// Passes only if no_new_privs is set, a seccomp filter is installed and every
-    /// capability set is empty (the bounding set only if it could be dropped).
-    pub fn check(&self, bounding_dropped: bool) -> Result<(), String> {
+    /// Passes only if no_new_privs is set, a seccomp filter is installed if one was
+    /// (`filtered`), and every capability set is empty (the bounding set only if it could be
+    /// dropped).
+    pub fn check(&self, bounding_dropped: bool, filtered: bool) -> Result<(), String> {
         if self.no_new_privs != 1 {
             return Err("no_new_privs is 0".into());
         }
-        if self.seccomp != 2 {
+        if filtered && self.seccomp != 2 {
             return Err("no seccomp filter is installed".into());
         }
         for (value, name) in self.caps.iter().zip(CAP_FIELDS) {
@@ -224,6 +226,9 @@ fn read_proc_status() -> io::Result<String> {
 
 /// The fields of [`ProcStatus`] asked of the kernel directly. The bounding set is read only
 /// if it was dropped (otherwise it is reported full, and [`ProcStatus::check`] ignores it).
+/// The ambient set is not read: the kernel keeps it a subset of the permitted and
+/// inheritable sets (capabilities(7)), so it is empty whenever they are, which `check`
+/// requires; it is reported as their intersection.
 fn status_from_syscalls(bounding: bool) -> io::Result<ProcStatus> {
     let bits = |read: &dyn Fn(u32) -> io::Result<bool>| -> io::Result<u64> {
         let mut set = 0u64;
@@ -243,7 +248,7 @@ fn status_from_syscalls(bounding: bool) -> io::Result<ProcStatus> {
     } else {
         u64::MAX
     };
-    let amb = bits(&sys::cap_ambient_is_set)?;
+    let amb = prm & inh;
     Ok(ProcStatus {
         no_new_privs: u8::from(nix::sys::prctl::get_no_new_privs()?),
         seccomp: u8::try_from(sys::seccomp_mode()?).unwrap_or(u8::MAX),
@@ -257,6 +262,8 @@ pub struct LiveKernel {
     /// Whether the bounding set was dropped (it cannot be without CAP_SETPCAP, which only a
     /// process holding no capability at all lacks).
     bounding_dropped: bool,
+    /// Whether the terminal filter was installed.
+    terminal_filtered: bool,
 }
 
 impl Kernel for LiveKernel {
@@ -302,7 +309,11 @@ impl Kernel for LiveKernel {
     }
 
     fn filter_syscalls(&mut self, policy: &Policy) -> Result<(), SeccompError> {
-        seccomp::install(&seccomp::filters(policy.network.is_restricted())?)
+        self.terminal_filtered = seccomp::terminal_reachable();
+        seccomp::install(&seccomp::filters(
+            self.terminal_filtered,
+            policy.network.is_restricted(),
+        )?)
     }
 
     fn self_check(&mut self) -> Result<(), String> {
@@ -314,11 +325,18 @@ impl Kernel for LiveKernel {
             Err(e) => return Err(format!("listing `/` failed unexpectedly: {e}")),
         }
         let status = status_from_syscalls(self.bounding_dropped).map_err(|e| e.to_string())?;
-        status.check(self.bounding_dropped)?;
-        // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
-        let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);
-        if errno != Some(libc::EPERM) {
-            return Err(format!("TIOCSTI is not filtered (errno {errno:?})"));
+        status.check(self.bounding_dropped, self.terminal_filtered)?;
+        if self.terminal_filtered {
+            // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
+            let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);
+            if errno != Some(libc::EPERM) {
+                return Err(format!("TIOCSTI is not filtered (errno {errno:?})"));
+            }
+        } else if seccomp::terminal_reachable() {
+            // Asked again from inside the wall: still no terminal within reach.
+            return Err(
+                "a terminal is within reach but the terminal filter is not installed".into(),
+            );
         }
         Ok(())
     }
@@ -488,7 +506,7 @@ mod tests {
     #[test]
     fn self_check_reads_proc_status() {
         let ok = ProcStatus::parse(STATUS).expect("parse");
-        assert_eq!(ok.check(true), Ok(()));
+        assert_eq!(ok.check(true, true), Ok(()));
         for (from, to) in [
             ("NoNewPrivs:\t1", "NoNewPrivs:\t0"),
             ("Seccomp:\t2", "Seccomp:\t0"),
@@ -497,14 +515,26 @@ mod tests {
             ("CapBnd:\t0000000000000000", "CapBnd:\t000001ffffffffff"),
         ] {
             let bad = ProcStatus::parse(&STATUS.replace(from, to)).expect("parse");
-            assert!(bad.check(true).is_err(), "{to} passed");
+            assert!(bad.check(true, true).is_err(), "{to} passed");
         }
         // A bounding set that could not be dropped (no CAP_SETPCAP, nothing permitted).
         let unprivileged = ProcStatus::parse(
             &STATUS.replace("CapBnd:\t0000000000000000", "CapBnd:\t000001ffffffffff"),
         )
         .expect("parse");
-        assert_eq!(unprivileged.check(false), Ok(()));
+        assert_eq!(unprivileged.check(false, true), Ok(()));
+        // No terminal filter installed (no terminal within reach): mode 0 passes, the
+        // rest is checked as before.
+        let unfiltered =
+            ProcStatus::parse(&STATUS.replace("Seccomp:\t2", "Seccomp:\t0")).expect("parse");
+        assert_eq!(unfiltered.check(true, false), Ok(()));
+        let held = STATUS
+            .replace("Seccomp:\t2", "Seccomp:\t0")
+            .replace("CapPrm:\t0000000000000000", "CapPrm:\t0000000000000001");
+        assert!(ProcStatus::parse(&held)
+            .expect("parse")
+            .check(true, false)
+            .is_err());
         assert!(ProcStatus::parse("Name:\tx\n").is_err());
     }
 

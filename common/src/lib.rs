@@ -17,6 +17,7 @@ pub mod launch;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod realpath;
 pub mod seccomp;
 pub mod spool;
 pub mod sys;

@@ -10,6 +10,7 @@ use crate::config::{Config, HomeMode};
 use crate::launch::Exec;
 use crate::policy::{self, Inputs, Policy};
 use crate::profile;
+use crate::realpath::Resolver;
 use crate::worktree;
 use crate::Error;
 
@@ -78,19 +79,24 @@ pub fn build_policy(
     config: &Config,
 ) -> Result<Policy, Error> {
     let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
-    let wt = worktree::discover(cwd, override_dir)?;
+    // One resolver for discovery and the policy: the worktree's paths are resolved once.
+    let mut resolver = Resolver::default();
+    let wt = worktree::discover_with(cwd, override_dir, &mut resolver)?;
     let home = var(vars, "HOME").map(Path::new);
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {
         ensure_state_dirs(agent, home)?;
     }
-    Ok(policy::build(Inputs {
-        agent,
-        worktree: wt,
-        home,
-        real_agent: real,
-        config,
-        is_root: nix::unistd::geteuid().is_root(),
-    })?)
+    Ok(policy::build_with(
+        Inputs {
+            agent,
+            worktree: wt,
+            home,
+            real_agent: real,
+            config,
+            is_root: nix::unistd::geteuid().is_root(),
+        },
+        resolver,
+    )?)
 }
 
 /// Creates the agent's state directories under strict home, before the wall makes `$HOME`

@@ -6,10 +6,8 @@
 //! with at least the same access is dropped); everything not covered is denied.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::hash::BuildHasherDefault;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
@@ -22,6 +20,7 @@ use nix::sys::stat::Mode;
 use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
 use crate::profile;
+use crate::realpath::{PathMap, Resolver};
 use crate::worktree::{is_system_directory, GitLayout, Worktree};
 
 /// What a rule grants.
@@ -160,137 +159,6 @@ pub const ROOT_DENY: &[&str] = &[
     "/etc/sudoers*",
     "/etc/ssh/ssh_host_*_key",
 ];
-
-/// Real paths for the builder, in one system call per path in the common case.
-///
-/// `std::fs::canonicalize` (glibc's `realpath`) calls `readlink` on every component of every
-/// path, and the builder then needs one more call for the file type. But every ancestor of a
-/// real path is real too: once `/dev` is known to be real, `/dev/null` is real exactly when it
-/// is not a symlink itself, and one `lstat` says so (and gives its type). Paths whose parent
-/// is not known to be real, symlinks, and paths that are not plain (`.`, `..`, `//`) take the
-/// full `canonicalize`.
-/// A hasher for the builder's sets of paths: a multiply-rotate over 8-byte words (the
-/// rustc-hash "Fx" scheme). The keys are paths from the system and the administrator's
-/// configuration, not from an adversary who could aim collisions at them, and SipHash, the
-/// default, cost more than the whole lookup.
-#[derive(Default)]
-struct PathHasher(u64);
-
-impl std::hash::Hasher for PathHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl PathHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type PathSet<K> = HashSet<K, BuildHasherDefault<PathHasher>>;
-type PathMap<K, V> = HashMap<K, V, BuildHasherDefault<PathHasher>>;
-
-/// The parent of a plain path, by bytes (`Path::parent` parses components): everything
-/// before the last `/`, or `/` itself.
-fn parent_bytes(path: &[u8]) -> Option<&[u8]> {
-    match path.iter().rposition(|&b| b == b'/')? {
-        0 if path.len() > 1 => Some(&path[..1]),
-        0 => None,
-        i => Some(&path[..i]),
-    }
-}
-
-struct Resolver {
-    /// Real directories seen so far, and every ancestor of each (real too).
-    real: PathSet<Vec<u8>>,
-}
-
-impl Default for Resolver {
-    fn default() -> Self {
-        // Room for the default policy's directories without growing.
-        let mut real = PathSet::default();
-        real.reserve(64);
-        Resolver { real }
-    }
-}
-
-impl Resolver {
-    /// Whether `dir` is known to be real: `/`, or a real directory seen so far or an ancestor
-    /// of one.
-    fn known_real(&self, dir: &[u8]) -> bool {
-        dir == b"/" || self.real.contains(dir)
-    }
-
-    /// Records a real path: the path itself if it is a directory, else its parent; and the
-    /// ancestors of that, up to the first one already known.
-    fn remember(&mut self, real: &Path, is_dir: bool) {
-        let real = real.as_os_str().as_bytes();
-        let mut dir = if is_dir {
-            Some(real)
-        } else {
-            parent_bytes(real)
-        };
-        while let Some(d) = dir.filter(|d| d.len() > 1 && !self.real.contains(*d)) {
-            self.real.insert(d.to_vec());
-            dir = parent_bytes(d);
-        }
-    }
-
-    /// The real path of `path` and whether it is a directory (following symlinks).
-    fn resolve(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
-        if let Some(parent) = plain_parent(path) {
-            if self.known_real(parent) {
-                let meta = std::fs::symlink_metadata(path)?;
-                if !meta.file_type().is_symlink() {
-                    let is_dir = meta.is_dir();
-                    self.remember(path, is_dir);
-                    return Ok((path.to_path_buf(), is_dir));
-                }
-            }
-        }
-        let real = std::fs::canonicalize(path)?;
-        let is_dir = std::fs::metadata(&real)?.is_dir();
-        self.remember(&real, is_dir);
-        Ok((real, is_dir))
-    }
-}
-
-/// The parent of `path` if `path` is plain: absolute, not `/` itself, and every component
-/// after the root non-empty and neither `.` nor `..` (no `//`, no trailing `/`). A plain path
-/// whose parent is real is real unless its last component is a symlink.
-fn plain_parent(path: &Path) -> Option<&[u8]> {
-    let bytes = path.as_os_str().as_bytes();
-    let rest = bytes.strip_prefix(b"/")?;
-    let plain = !rest.is_empty()
-        && rest
-            .split(|&c| c == b'/')
-            .all(|c| !c.is_empty() && c != b"." && c != b"..");
-    if plain {
-        parent_bytes(bytes)
-    } else {
-        None
-    }
-}
 
 /// What a directory listing says about one entry, without a `stat` per entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -490,24 +358,19 @@ impl Builder {
         let mut targets = Vec::new();
         for entry in entries.entries.iter().filter(|e| e.kind == Kind::Symlink) {
             let link = child(dir, entries.name(entry));
-            if let Ok(target) = std::fs::canonicalize(&link) {
+            if let Ok((target, is_dir)) = self.resolver.resolve(&link) {
                 if !self.covers(&target) {
-                    targets.push((link, target));
+                    targets.push((target, link, is_dir));
                 }
             }
         }
         targets.sort();
-        for (link, target) in targets {
+        for (target, link, is_dir) in targets {
             if self.covers(&target) {
                 continue;
             }
-            // Already real: only its type is needed (and that it still exists).
-            if let Ok(meta) = std::fs::metadata(&target) {
-                let is_dir = meta.is_dir();
-                self.resolver.remember(&target, is_dir);
-                let reason = format!("target of {}", link.display());
-                self.push(target, is_dir, Access::ReadOnly, reason.into());
-            }
+            let reason = format!("target of {}", link.display());
+            self.push(target, is_dir, Access::ReadOnly, reason.into());
         }
     }
 
@@ -569,6 +432,12 @@ fn within(path: &Path, dir: &Path) -> bool {
 
 /// Builds the policy for one launch.
 pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
+    build_with(inputs, Resolver::default())
+}
+
+/// [`build`], with a resolver that already knows the real directories someone met before
+/// (worktree discovery, in the same launch).
+pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, PolicyError> {
     let Inputs {
         agent,
         worktree,
@@ -580,7 +449,7 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
     let agent_config = config.agent(agent);
     let mut b = Builder {
         rules: Vec::new(),
-        resolver: Resolver::default(),
+        resolver,
         listings: Listings::default(),
     };
     let mut notes = Vec::new();
@@ -784,7 +653,7 @@ fn denied_paths(
             };
             // `dir` is real, so an entry that is not a symlink is its own real path.
             if kind == Kind::Symlink {
-                if let Ok(real) = std::fs::canonicalize(&path) {
+                if let Ok(real) = resolver.canonicalize(&path) {
                     if real != path {
                         out.push(real);
                     }
@@ -1049,17 +918,6 @@ mod tests {
     }
 
     #[test]
-    fn parent_bytes_is_path_parent_on_plain_paths() {
-        for p in ["/", "/a", "/a/b", "/a/b/c", "/usr/lib/x86_64-linux-gnu"] {
-            assert_eq!(
-                parent_bytes(p.as_bytes()),
-                Path::new(p).parent().map(|d| d.as_os_str().as_bytes()),
-                "{p}"
-            );
-        }
-    }
-
-    #[test]
     fn ancestors_or_self_are_exactly_the_dirs_within_accepts() {
         let paths = [
             "/", "/a", "/a/b", "/a/b/c", "/ab", "/a/bc", "/a//b", "/a/", "/b/a", "",
@@ -1072,65 +930,6 @@ mod tests {
                     within(Path::new(p), Path::new(d)),
                     "path {p:?}, dir {d:?}"
                 );
-            }
-        }
-    }
-
-    #[test]
-    fn resolver_agrees_with_canonicalize() {
-        let s = Scratch::new("resolver");
-        fs::create_dir_all(s.0.join("real/sub")).expect("mkdir");
-        fs::write(s.0.join("real/file"), "x").expect("write");
-        std::os::unix::fs::symlink(s.0.join("real"), s.0.join("link")).expect("symlink");
-        std::os::unix::fs::symlink("real/file", s.0.join("filelink")).expect("symlink");
-        std::os::unix::fs::symlink("sub", s.0.join("real/rel")).expect("symlink");
-        let mut paths: Vec<PathBuf> = [
-            "/",
-            "/usr",
-            "/bin",
-            "/lib64",
-            "/etc",
-            "/etc/os-release",
-            "/dev/null",
-            "/dev/pts",
-            "/proc/self",
-            "/proc/self/exe",
-            "/tmp",
-            "/usr/bin/../lib",
-            "/usr//bin",
-            "/usr/bin/",
-            "/usr/./bin",
-            "/nonexistent",
-            "/dev/nonexistent",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-        for rel in [
-            "real",
-            "real/sub",
-            "real/file",
-            "link",
-            "link/sub",
-            "link/file",
-            "filelink",
-            "real/rel",
-            "link/rel",
-            "real/rel/..",
-            "missing",
-            "real/file/x",
-        ] {
-            paths.push(s.0.join(rel));
-        }
-        // Twice, so that the second round runs with every parent already known to be real.
-        let mut resolver = Resolver::default();
-        for round in 0..2 {
-            for p in &paths {
-                let want = fs::canonicalize(p)
-                    .and_then(|r| Ok((r.clone(), fs::metadata(&r)?.is_dir())))
-                    .map_err(|e| e.kind());
-                let got = resolver.resolve(p).map_err(|e| e.kind());
-                assert_eq!(got, want, "round {round}: {}", p.display());
             }
         }
     }

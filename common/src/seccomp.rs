@@ -10,6 +10,18 @@
 //!   MPTCP.
 //!
 //! On x86_64 the x32 ABI has its own syscall numbers for both calls; they are filtered too.
+//!
+//! The terminal filter is installed only when there is a terminal to protect. The kernel
+//! answers TIOCSTI and TIOCLINUX only on the caller's controlling terminal (anything else
+//! needs CAP_SYS_ADMIN, which the launch has dropped for good), and a process can only make
+//! a terminal its controlling one if no session owns it. So a process that has no
+//! controlling terminal and no terminal on descriptors 0–2 (a CI job, a pipeline, a drain
+//! job, an agent's subprocess with pipes) has no terminal of the user's to push input into,
+//! and it is spared the filter, whose cost is on every system call it makes (a seccomp
+//! filter takes the kernel's slower syscall entry even when the verdict is cached: 3–5% of
+//! a syscall-heavy job, bench/results.md). What is left: a pseudo-terminal of the same user
+//! that no session owns, opened through `/dev/pts`, can still be taken as the controlling
+//! terminal and written into; docs/escape.md says so.
 
 use std::collections::BTreeMap;
 
@@ -160,11 +172,28 @@ fn tty_filter() -> Result<BpfProgram, SeccompError> {
     }
 }
 
-/// Builds the filters for a launch: the terminal filter always, the MPTCP one when TCP
-/// port rules are set.
-pub fn filters(tcp_rules: bool) -> Result<Vec<BpfProgram>, SeccompError> {
+/// Whether the terminal filter is needed: the process has a controlling terminal, or a
+/// terminal on descriptor 0, 1 or 2 (inherited by the agent, and one it might take as its
+/// controlling terminal). Anything but a clear "no" counts as yes.
+pub fn terminal_reachable() -> bool {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() || std::io::stdout().is_terminal() {
+        return true;
+    }
+    if std::io::stderr().is_terminal() {
+        return true;
+    }
+    // `/dev/tty` is the controlling terminal; ENXIO is the kernel's "there is none".
+    !matches!(crate::sys::controlling_terminal(), Ok(false))
+}
+
+/// Builds the filters for a launch: the terminal filter when `terminal` (see
+/// [`terminal_reachable`]), the MPTCP one when TCP port rules are set.
+pub fn filters(terminal: bool, tcp_rules: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     let mut out = Vec::new();
-    out.push(tty_filter()?);
+    if terminal {
+        out.push(tty_filter()?);
+    }
     if tcp_rules {
         let mut mptcp = BTreeMap::new();
         for nr in numbers(libc::SYS_socket, None) {
@@ -195,7 +224,9 @@ mod tests {
 
     #[test]
     fn filters_compile_for_this_machine() {
-        assert_eq!(filters(false).expect("tty filter").len(), 1);
-        assert_eq!(filters(true).expect("both").len(), 2);
+        assert!(filters(false, false).expect("none").is_empty());
+        assert_eq!(filters(true, false).expect("tty filter").len(), 1);
+        assert_eq!(filters(false, true).expect("mptcp filter").len(), 1);
+        assert_eq!(filters(true, true).expect("both").len(), 2);
     }
 }

@@ -6,7 +6,7 @@
 //! decides policy.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// `CLOSE_RANGE_CLOEXEC` from `<linux/close_range.h>` (Linux 5.11).
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -27,6 +27,23 @@ pub fn close_range_cloexec(first: libc::c_uint) -> io::Result<()> {
             CLOSE_RANGE_CLOEXEC,
         )
     };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Closes every descriptor from `first` to `last` inclusive with one `close_range(2)` call
+/// (Linux 5.9). The caller owns all of them.
+pub fn close_range(first: RawFd, last: RawFd) -> io::Result<()> {
+    let (Ok(first), Ok(last)) = (libc::c_uint::try_from(first), libc::c_uint::try_from(last))
+    else {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    };
+    // SAFETY: close_range takes three integers and touches no memory of ours; the caller
+    // owns every descriptor in the range, so no one else's descriptor is closed.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as libc::c_uint) };
     if rc == 0 {
         Ok(())
     } else {
@@ -142,7 +159,66 @@ pub fn ioctl_probe_errno(request: u64) -> Option<i32> {
     }
 }
 
-/// Restores the default action of SIGPIPE. Rust's runtime ignores SIGPIPE at start-up, and an
+/// What Rust's runtime does before `main` and the shim keeps (the binary has its own entry
+/// point, see `shim/src/main.rs`): descriptors 0, 1 and 2 that are not open are opened on
+/// `/dev/null`, so that nothing the process opens later lands on them and is mistaken for
+/// standard output; and SIGPIPE is ignored, so a write to a closed pipe is an error the
+/// caller reports instead of a silent death. One `poll` says which of the three are open.
+pub fn runtime_init() -> io::Result<()> {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    });
+    // SAFETY: `fds` is a valid array of three pollfd structures that the kernel may write
+    // `revents` into; a zero timeout makes it return at once.
+    let rc = unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    for pfd in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+        let dev_null = c"/dev/null";
+        // SAFETY: a NUL-terminated literal path; the flags create nothing.
+        let fd = unsafe { libc::open(dev_null.as_ptr(), libc::O_RDWR) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // The lowest free descriptor is the one that was closed.
+        if fd != pfd.fd {
+            return Err(io::Error::other(format!(
+                "/dev/null opened as descriptor {fd}, not {}",
+                pfd.fd
+            )));
+        }
+    }
+    // SAFETY: installing SIG_IGN runs no handler code of ours; single-threaded here.
+    if unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the process has a controlling terminal: opening `/dev/tty` succeeds if it has
+/// one and fails with ENXIO if it has none. Any other failure is returned as an error.
+pub fn controlling_terminal() -> io::Result<bool> {
+    let flags = libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated literal path; O_NOCTTY and O_NONBLOCK make the open change
+    // nothing about the process and never block.
+    let fd = unsafe { libc::open(c"/dev/tty".as_ptr(), flags) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ENXIO) {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    // SAFETY: `fd` was just opened by us and is owned by nothing else.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(true)
+}
+
+/// Restores the default action of SIGPIPE. [`runtime_init`] ignores SIGPIPE at start-up, and an
 /// ignored signal stays ignored across `execve()`: without this the agent, and everything it
 /// starts, would see EPIPE instead of dying quietly when a reader goes away (`yes | head`).
 pub fn default_sigpipe() -> io::Result<()> {
@@ -368,23 +444,4 @@ pub fn capget() -> io::Result<[u64; 3]> {
         join(data[0].permitted, data[1].permitted),
         join(data[0].inheritable, data[1].inheritable),
     ])
-}
-
-/// Whether `cap` is in the ambient set; EINVAL past the last capability.
-pub fn cap_ambient_is_set(cap: u32) -> io::Result<bool> {
-    // SAFETY: prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap) takes integers only.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong,
-            libc::c_ulong::from(cap),
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    match rc {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(io::Error::last_os_error()),
-    }
 }

@@ -10,6 +10,8 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::realpath::Resolver;
+
 /// Why a worktree could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum WorktreeError {
@@ -128,12 +130,23 @@ pub fn is_system_directory(path: &Path) -> bool {
 /// Finds the worktree: `override_dir` (from `LANDWALL_WORKTREE`) if given, else the git top
 /// level above `cwd`, else `cwd` itself.
 pub fn discover(cwd: &Path, override_dir: Option<&Path>) -> Result<Worktree, WorktreeError> {
+    discover_with(cwd, override_dir, &mut Resolver::default())
+}
+
+/// [`discover`], resolving paths with `resolver` (which then knows them for the policy).
+pub fn discover_with(
+    cwd: &Path,
+    override_dir: Option<&Path>,
+    resolver: &mut Resolver,
+) -> Result<Worktree, WorktreeError> {
     let start = override_dir.unwrap_or(cwd);
-    let real = std::fs::canonicalize(start).map_err(|source| WorktreeError::Resolve {
-        path: start.to_path_buf(),
-        source,
-    })?;
-    if !real.is_dir() {
+    let (real, is_dir) = resolver
+        .resolve(start)
+        .map_err(|source| WorktreeError::Resolve {
+            path: start.to_path_buf(),
+            source,
+        })?;
+    if !is_dir {
         return Err(WorktreeError::NotADirectory { path: real });
     }
     let (root, dotgit) = if override_dir.is_some() {
@@ -152,7 +165,7 @@ pub fn discover(cwd: &Path, override_dir: Option<&Path>) -> Result<Worktree, Wor
     }
     let git = match dotgit {
         None => GitLayout::None,
-        Some(dotgit) => layout(&dotgit)?,
+        Some(dotgit) => layout(&dotgit, resolver)?,
     };
     Ok(Worktree { root, git })
 }
@@ -169,7 +182,7 @@ fn find_dotgit(start: &Path) -> Option<(PathBuf, PathBuf)> {
     None
 }
 
-fn layout(dotgit: &Path) -> Result<GitLayout, WorktreeError> {
+fn layout(dotgit: &Path, resolver: &mut Resolver) -> Result<GitLayout, WorktreeError> {
     let bad = |why: String| WorktreeError::BadGitFile {
         path: dotgit.to_path_buf(),
         why,
@@ -188,7 +201,9 @@ fn layout(dotgit: &Path) -> Result<GitLayout, WorktreeError> {
         lmeta
     };
     if meta.is_dir() {
-        let git_dir = std::fs::canonicalize(dotgit).map_err(|e| bad(e.to_string()))?;
+        let git_dir = resolver
+            .canonicalize(dotgit)
+            .map_err(|e| bad(e.to_string()))?;
         return Ok(GitLayout::Main { git_dir });
     }
     let text = std::fs::read_to_string(dotgit).map_err(|e| bad(e.to_string()))?;
@@ -200,12 +215,14 @@ fn layout(dotgit: &Path) -> Result<GitLayout, WorktreeError> {
         .filter(|t| !t.is_empty())
         .ok_or_else(|| bad("its first line is not `gitdir: <path>`".into()))?;
     let base = dotgit.parent().unwrap_or(Path::new("/"));
-    let git_dir = std::fs::canonicalize(base.join(target))
+    let git_dir = resolver
+        .canonicalize(&base.join(target))
         .map_err(|e| bad(format!("its git dir {target}: {e}")))?;
     let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(c) => {
             let c = c.trim();
-            let resolved = std::fs::canonicalize(git_dir.join(c))
+            let resolved = resolver
+                .canonicalize(&git_dir.join(c))
                 .map_err(|e| bad(format!("commondir {c}: {e}")))?;
             Some(resolved)
         }

@@ -1,15 +1,35 @@
 //! `landwall`: one binary, two faces. Under its own name it is the admin CLI; under any other
 //! name (`claude`, `opencode`, `codex`, …: a link to it that sits ahead of the real agent on
 //! PATH) it is the shim that walls that agent in and execs it.
-#![forbid(unsafe_code)]
+//!
+//! The binary brings its own C `main` (`no_main`) instead of Rust's generated one: the shim
+//! runs on every agent launch, and std's start-up installs a stack-overflow handler whose
+//! guard-page lookup reads `/proc/self/maps` — about a tenth of a whole launch on the
+//! benchmark machine (bench/results.md), for a process that lives a millisecond and then
+//! execs. What else std does there, `landwall::sys::runtime_init` does (descriptors 0–2,
+//! SIGPIPE); arguments and environment still come through `std::env`, which glibc fills in
+//! before `main`; and the exit goes through `std::process::exit`, which flushes stdout.
+#![no_main]
+#![deny(unsafe_code)]
 
 use std::ffi::OsString;
+use std::os::raw::{c_char, c_int};
 use std::path::Path;
-use std::process::ExitCode;
 
 use landwall_cli::{cli, shim};
 
-fn main() -> ExitCode {
+/// The process entry point, called by the C runtime.
+#[allow(unsafe_code)] // `no_mangle` exports the symbol; this is the only one the crate exports.
+#[no_mangle]
+pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
+    std::process::exit(run())
+}
+
+fn run() -> i32 {
+    if let Err(e) = landwall::sys::runtime_init() {
+        eprintln!("landwall: start-up: {e}");
+        return 1;
+    }
     let argv: Vec<OsString> = std::env::args_os().collect();
     let name = argv
         .first()
@@ -26,5 +46,10 @@ fn main() -> ExitCode {
         }
         agent => shim::main(agent, argv),
     };
-    ExitCode::from(u8::try_from(code).unwrap_or(1))
+    // Statuses are 0–255; anything else would be truncated by the kernel.
+    if (0..=255).contains(&code) {
+        code
+    } else {
+        1
+    }
 }

@@ -773,6 +773,54 @@ fn escape_tiocsti_i386_entry() {
     tiocsti(Who::Root, "--i386")
 }
 
+/// The terminal filter is left out when the agent has no terminal: no controlling terminal
+/// and none on descriptors 0–2 (CI jobs, pipelines, drain jobs). Such an agent still cannot
+/// push input into the user's terminal, here a pty that is another session's controlling
+/// terminal, opened by its path: taking it over needs CAP_SYS_ADMIN, which the wall has
+/// dropped, and the kernel refuses TIOCSTI on a terminal that is not the caller's. Root only:
+/// the control, root with its capabilities, takes the terminal over and injects, while an
+/// unprivileged control is refused by the kernel just the same.
+#[test]
+fn escape_tiocsti_without_a_terminal() {
+    let scene = Scene::new("esc-tiocsti-away", Who::Root);
+    let attempt = scene.attempt::<&str>("tiocsti-elsewhere", &[]);
+    let report = scene.run().join("verdict");
+    // Runs in the pty's session: names the pty, then runs CMD in a new session with no
+    // terminal on 0–2 and the pty's name as its last argument, its verdict in `report`.
+    let script = format!(
+        "t=$(tty) && exec setsid -w \"$@\" \"$t\" </dev/null >'{}' 2>&1",
+        report.display()
+    );
+    let run = |cmd: Vec<OsString>| -> (Output, String) {
+        let mut argv = vec![os("sh"), os("-c"), os(&script), os("sh")];
+        argv.extend(cmd);
+        let out = in_pty(&scene, &argv);
+        let verdict = read(&report);
+        std::fs::remove_file(&report).expect("remove the verdict");
+        (out, verdict)
+    };
+    let (out, walled) = run(scene.behind_shim(&attempt));
+    assert_blocked("walled (terminal input)", &out, None);
+    assert!(
+        walled.starts_with("BLOCKED "),
+        "walled: {walled}\n{}",
+        describe(&out)
+    );
+    // It ran without a filter of landwall's: the seccomp mode is this test's own.
+    let own = read(Path::new("/proc/self/status"))
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
+        .expect("Seccomp in /proc/self/status");
+    assert!(
+        walled.contains(&format!("(seccomp {own})")),
+        "the walled run had a seccomp filter, so this tests nothing new: {walled}"
+    );
+    eprintln!("walled: {}", walled.trim());
+    let (out, control) = run(attempt);
+    assert_escaped("control (terminal input)", &out);
+    assert!(control.starts_with("ESCAPED "), "control: {control}");
+}
+
 /// TIOCLINUX is only answered by a virtual console: the agent gets one as its controlling
 /// terminal (root only: virtual consoles belong to root). Each test uses its own console.
 fn tioclinux(high: bool, vt: &str) {

@@ -49,6 +49,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command, Stdio};
@@ -97,6 +98,21 @@ mod raw {
                 fd.as_raw_fd(),
                 request(libc::TIOCSTI, high),
                 &ch as *const libc::c_char,
+            )
+        };
+        check(r).map(drop)
+    }
+
+    /// TIOCSCTTY with `steal` (1): makes the terminal on `fd` the caller's controlling
+    /// terminal, taking it from the session that has it (which needs CAP_SYS_ADMIN).
+    pub fn tiocsctty(fd: BorrowedFd<'_>, steal: bool) -> io::Result<()> {
+        // SAFETY: ioctl(fd, TIOCSCTTY, int): an integer argument, no memory of ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_ioctl,
+                fd.as_raw_fd(),
+                libc::TIOCSCTTY,
+                libc::c_long::from(steal),
             )
         };
         check(r).map(drop)
@@ -647,6 +663,55 @@ fn tiocsti(enc: Encoding) -> Verdict {
     ))
 }
 
+/// TIOCSTI from a process with no terminal of its own (no controlling terminal, none on
+/// descriptors 0–2, so landwall installs no terminal filter) into `path`, the controlling
+/// terminal of another session (the user's shell): open it, leave our session to be able to
+/// take a controlling terminal, take this one from its session (TIOCSCTTY, 1), push input.
+/// The verdict ends with this process's seccomp mode, so that a test can tell it ran
+/// without a filter.
+fn tiocsti_elsewhere(path: &Path) -> Verdict {
+    let seccomp = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
+        })
+        .unwrap_or_else(|| "?".into());
+    let term = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(t) => t,
+        Err(e) => return blocked(format!("open {} (seccomp {seccomp})", show(path)), &e),
+    };
+    // Fails only for a process group leader, and TIOCSCTTY then fails too.
+    let left = nix::unistd::setsid().is_ok();
+    if let Err(e) = raw::tiocsctty(term.as_fd(), true) {
+        let step = format!("TIOCSCTTY (left our session: {left}; seccomp {seccomp})");
+        // Not ours: TIOCSTI is refused for a terminal that is not the caller's.
+        return match raw::tiocsti(term.as_fd(), INJECTED[0], false) {
+            Ok(()) => Escaped(format!("{step} failed, but TIOCSTI pushed input")),
+            Err(e2) => Blocked(format!(
+                "{step}: {}; TIOCSTI: {} (seccomp {seccomp})",
+                errname(&e),
+                errname(&e2)
+            )),
+        };
+    }
+    for &ch in INJECTED {
+        if let Err(e) = raw::tiocsti(term.as_fd(), ch, false) {
+            return blocked(format!("TIOCSTI after TIOCSCTTY (seccomp {seccomp})"), &e);
+        }
+    }
+    Escaped(format!(
+        "took {} as controlling terminal and pushed {} characters (seccomp {seccomp})",
+        show(path),
+        INJECTED.len()
+    ))
+}
+
 /// TIOCL_GETSHIFTSTATE: harmless, and answered by any virtual console the caller controls.
 const TIOCL_GETSHIFTSTATE: u8 = 6;
 
@@ -1191,6 +1256,7 @@ fn main() {
         "connect" => tcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
         "mptcp" => mptcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
         "tiocsti" => tiocsti(Encoding::from_args(rest)),
+        "tiocsti-elsewhere" => tiocsti_elsewhere(&p(0, "terminal path")),
         "tioclinux" => tioclinux(Encoding::from_args(rest)),
         "tty-ioctls" => tty_ioctls(),
         "mount" => mount(&p(0, "DIR")),

@@ -1,0 +1,319 @@
+//! Real paths for one launch, resolved once each.
+//!
+//! `std::fs::canonicalize` (glibc's `realpath`) calls `readlink` on every component of every
+//! path, and the caller then needs one more call for the file type; worktree discovery and
+//! the policy builder resolve overlapping paths (the worktree, its git dirs, `/dev/*`, `/usr`
+//! …) many times over. [`Resolver`] walks a path component by component with one `lstat` per
+//! component it has not seen, remembers every real directory it meets, and answers with the
+//! file type too. A path whose parent is known to be real costs one `lstat`.
+//!
+//! A resolver's memory is only as fresh as the moment it learnt each directory: make one per
+//! policy build (the drain daemon builds many over its life), never a global one.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::hash::BuildHasherDefault;
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// A hasher for sets of paths: a multiply-rotate over 8-byte words (the rustc-hash "Fx"
+/// scheme). The keys are paths from the system and the administrator's configuration, not
+/// from an adversary who could aim collisions at them, and SipHash, the default, cost more
+/// than the whole lookup.
+#[derive(Default)]
+pub(crate) struct PathHasher(u64);
+
+impl std::hash::Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl PathHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub(crate) type PathSet<K> = HashSet<K, BuildHasherDefault<PathHasher>>;
+pub(crate) type PathMap<K, V> = HashMap<K, V, BuildHasherDefault<PathHasher>>;
+
+/// The parent of a plain path, by bytes (`Path::parent` parses components): everything
+/// before the last `/`, or `/` itself.
+pub(crate) fn parent_bytes(path: &[u8]) -> Option<&[u8]> {
+    match path.iter().rposition(|&b| b == b'/')? {
+        0 if path.len() > 1 => Some(&path[..1]),
+        0 => None,
+        i => Some(&path[..i]),
+    }
+}
+
+/// Linux's limit on symlinks followed in one lookup (`MAXSYMLINKS`); past it, ELOOP.
+const MAX_LINKS: usize = 40;
+
+/// Resolves paths to real paths, remembering the real directories it has seen.
+pub struct Resolver {
+    /// Real directories seen so far (never `/`, which is always real).
+    real: PathSet<Vec<u8>>,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        // Room for the default policy's directories without growing.
+        let mut real = PathSet::default();
+        real.reserve(64);
+        Resolver { real }
+    }
+}
+
+impl Resolver {
+    /// Records a real path found some other way: the path itself if it is a directory, else
+    /// its parent, and every ancestor of that up to the first one already known.
+    pub fn remember(&mut self, real: &Path, is_dir: bool) {
+        let real = real.as_os_str().as_bytes();
+        let mut dir = if is_dir {
+            Some(real)
+        } else {
+            parent_bytes(real)
+        };
+        while let Some(d) = dir.filter(|d| d.len() > 1 && !self.real.contains(*d)) {
+            self.real.insert(d.to_vec());
+            dir = parent_bytes(d);
+        }
+    }
+
+    /// The real path of `path`, as `std::fs::canonicalize` gives it (same errors: ENOENT,
+    /// ENOTDIR, ELOOP, EACCES …).
+    pub fn canonicalize(&mut self, path: &Path) -> io::Result<PathBuf> {
+        self.resolve(path).map(|(real, _)| real)
+    }
+
+    /// The real path of `path` and whether it is a directory (following symlinks).
+    ///
+    /// Walks the components left to right keeping `out`, the real path so far: `.` and empty
+    /// components are skipped, `..` goes to `out`'s parent (physical, as `out` is real), a
+    /// name already known as a real directory is taken as is, and any other name is
+    /// `lstat`ed: a symlink's target is spliced in front of the remaining components (from
+    /// `/` if absolute, from `out` if relative), anything else is appended. A relative
+    /// `path` goes to `std::fs::canonicalize`.
+    pub fn resolve(&mut self, path: &Path) -> io::Result<(PathBuf, bool)> {
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.first() != Some(&b'/') {
+            let real = std::fs::canonicalize(path)?;
+            let is_dir = std::fs::metadata(&real)?.is_dir();
+            self.remember(&real, is_dir);
+            return Ok((real, is_dir));
+        }
+        // The path still to walk is `rest[pos..]` (`None`: nothing, not even an empty name
+        // after a trailing `/`); `out` is the real path so far ("" for `/`). One buffer each:
+        // no allocation per component.
+        let mut rest: Vec<u8> = bytes.to_vec();
+        let mut next = Some(0);
+        let mut out: Vec<u8> = Vec::with_capacity(bytes.len() + 64);
+        let mut is_dir = true;
+        let mut links = 0;
+        while let Some(pos) = next {
+            if !is_dir {
+                // Anything after a file, even `/` or `.`, is ENOTDIR, as in the kernel.
+                return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+            }
+            let end = rest[pos..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map_or(rest.len(), |i| pos + i);
+            let name = pos..end;
+            next = (end < rest.len()).then_some(end + 1);
+            match &rest[name.clone()] {
+                b"" | b"." => continue,
+                b".." => {
+                    let parent = out.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                    out.truncate(parent);
+                    continue;
+                }
+                _ => {}
+            }
+            let len = out.len();
+            out.push(b'/');
+            out.extend_from_slice(&rest[name]);
+            if self.real.contains(out.as_slice()) {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(OsStr::from_bytes(&out))?;
+            if meta.file_type().is_symlink() {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                }
+                let mut target = std::fs::read_link(OsStr::from_bytes(&out))?
+                    .into_os_string()
+                    .into_vec();
+                out.truncate(if target.first() == Some(&b'/') {
+                    0
+                } else {
+                    len
+                });
+                // The target, then what was left after the link.
+                if let Some(after) = next {
+                    target.push(b'/');
+                    target.extend_from_slice(&rest[after..]);
+                }
+                rest = target;
+                next = Some(0);
+                continue;
+            }
+            is_dir = meta.is_dir();
+            if is_dir {
+                self.real.insert(out.clone());
+            }
+        }
+        if out.is_empty() {
+            out.push(b'/');
+        }
+        Ok((PathBuf::from(OsString::from_vec(out)), is_dir))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    struct Scratch(PathBuf);
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p = std::env::temp_dir().join(format!("lw-realpath-{tag}-{}", std::process::id()));
+            let _ignored = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).expect("mkdir");
+            Scratch(fs::canonicalize(&p).expect("canon"))
+        }
+    }
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ignored = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn parent_bytes_is_path_parent_on_plain_paths() {
+        for p in ["/", "/a", "/a/b", "/a/b/c", "/usr/lib/x86_64-linux-gnu"] {
+            assert_eq!(
+                parent_bytes(p.as_bytes()),
+                Path::new(p).parent().map(|d| d.as_os_str().as_bytes()),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn resolver_agrees_with_canonicalize() {
+        let s = Scratch::new("agree");
+        fs::create_dir_all(s.0.join("real/sub")).expect("mkdir");
+        fs::write(s.0.join("real/file"), "x").expect("write");
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, s.0.join(name)).expect("symlink")
+        };
+        link(s.0.join("real").to_str().expect("utf-8"), "link");
+        link("real/file", "filelink");
+        link("sub", "real/rel");
+        link("../real/sub/..", "real/sub/up");
+        link("loop-b", "loop-a");
+        link("loop-a", "loop-b");
+        link("/", "root");
+        link("dangling-target", "dangling");
+        let mut paths: Vec<PathBuf> = [
+            "/",
+            "//",
+            "/..",
+            "/../usr",
+            "/usr",
+            "/bin",
+            "/lib64",
+            "/etc",
+            "/etc/os-release",
+            "/etc/os-release/",
+            "/etc/os-release/.",
+            "/etc/os-release/..",
+            "/dev/null",
+            "/dev/pts",
+            "/proc/self",
+            "/proc/self/exe",
+            "/proc/self/cwd",
+            "/tmp",
+            "/usr/bin/../lib",
+            "/usr//bin",
+            "/usr/bin/",
+            "/usr/./bin",
+            "/nonexistent",
+            "/dev/nonexistent",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        for rel in [
+            "real",
+            "real/sub",
+            "real/file",
+            "link",
+            "link/sub",
+            "link/file",
+            "link/../link/sub",
+            "filelink",
+            "filelink/",
+            "real/rel",
+            "link/rel",
+            "real/rel/..",
+            "real/sub/up",
+            "real/sub/up/sub",
+            "loop-a",
+            "loop-a/x",
+            "root",
+            "root/usr/bin",
+            "dangling",
+            "missing",
+            "real/file/x",
+        ] {
+            paths.push(s.0.join(rel));
+        }
+        // Twice, so that the second round runs with every parent already known to be real.
+        let mut resolver = Resolver::default();
+        for round in 0..2 {
+            for p in &paths {
+                let want = fs::canonicalize(p)
+                    .and_then(|r| Ok((r.clone(), fs::metadata(&r)?.is_dir())))
+                    .map_err(|e| e.raw_os_error());
+                let got = resolver.resolve(p).map_err(|e| e.raw_os_error());
+                assert_eq!(got, want, "round {round}: {}", p.display());
+            }
+        }
+    }
+
+    #[test]
+    fn a_relative_path_is_resolved_from_the_cwd() {
+        let mut resolver = Resolver::default();
+        let want = fs::canonicalize(".").expect("cwd");
+        assert_eq!(
+            resolver.canonicalize(Path::new(".")).expect("resolve"),
+            want
+        );
+    }
+}
