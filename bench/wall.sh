@@ -268,6 +268,11 @@ run_workload() {
     [ "${names[$i]}" = "$slow" ] && continue
     cpu_args+=("${names[$i]}" "${cmds[$i]}")
   done
+  # The shim on a terminal (cpu-runs gives the run a pty as controlling terminal), where it
+  # installs its terminal filter; every other run here has no terminal, like a CI job.
+  if [ "$job" = launch ]; then
+    cpu_args+=("shim@tty" "${cmds[1]}")
+  fi
   (cd "$cwd" && "${as[@]}" env -i "${env[@]}" CPU_RUNS_MAX_STATUS=$max_status \
     "$S/bin/cpu-runs" "$cruns" "$OUT/$mode/$job.cpu.tsv" "${cpu_args[@]}")
 }

@@ -11,6 +11,8 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::realpath::Resolver;
+
 /// Device and inode of a file: what "the same executable" means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileId {
@@ -125,8 +127,8 @@ pub fn find_real(
 /// the directory of its real path, or for an npm package the `node_modules` directory that
 /// holds it, since its native binary or runtime dependencies often sit in sibling packages
 /// (`@anthropic-ai/claude-code-linux-x64`, …).
-pub fn install_dirs(real: &Path) -> Vec<PathBuf> {
-    let Ok(resolved) = std::fs::canonicalize(real) else {
+pub fn install_dirs(real: &Path, resolver: &mut Resolver) -> Vec<PathBuf> {
+    let Ok(resolved) = resolver.canonicalize(real) else {
         return Vec::new();
     };
     let comps: Vec<_> = resolved.components().collect();
@@ -251,7 +253,7 @@ mod tests {
         let cli = s.exe("lib/node_modules/@anthropic-ai/claude-code/bin/claude.exe");
         fs::create_dir_all(s.0.join("bin")).expect("mkdir");
         std::os::unix::fs::symlink(&cli, s.0.join("bin/claude")).expect("symlink");
-        let dirs = install_dirs(&s.0.join("bin/claude"));
+        let dirs = install_dirs(&s.0.join("bin/claude"), &mut Resolver::default());
         let root = fs::canonicalize(s.0.join("lib/node_modules")).expect("canon");
         assert_eq!(dirs, vec![root]);
     }

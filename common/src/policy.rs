@@ -20,7 +20,7 @@ use nix::sys::stat::Mode;
 use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
 use crate::profile;
-use crate::realpath::{PathMap, Resolver};
+use crate::realpath::{EntryKind as Kind, PathMap, Resolver};
 use crate::worktree::{is_system_directory, GitLayout, Worktree};
 
 /// What a rule grants.
@@ -159,16 +159,6 @@ pub const ROOT_DENY: &[&str] = &[
     "/etc/sudoers*",
     "/etc/ssh/ssh_host_*_key",
 ];
-
-/// What a directory listing says about one entry, without a `stat` per entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Dir,
-    Symlink,
-    Other,
-    /// The listing gave no type and `lstat` failed (the entry vanished, or is unreadable).
-    Unknown,
-}
 
 /// One entry of a directory listing: its name is `names[start..start + len]`.
 #[derive(Clone, Copy)]
@@ -355,6 +345,16 @@ impl Builder {
         let Some(entries) = self.listings.get(dir) else {
             return;
         };
+        // The listing says which entries are links: no `lstat` before each `readlink`.
+        self.resolver.learn(
+            dir,
+            entries
+                .entries
+                .iter()
+                .filter(|e| e.kind == Kind::Symlink)
+                .map(|e| (entries.name(e).as_bytes(), e.kind)),
+            false,
+        );
         let mut targets = Vec::new();
         for entry in entries.entries.iter().filter(|e| e.kind == Kind::Symlink) {
             let link = child(dir, entries.name(entry));
@@ -432,7 +432,7 @@ fn within(path: &Path, dir: &Path) -> bool {
 
 /// Builds the policy for one launch.
 pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
-    build_with(inputs, Resolver::default())
+    build_with(inputs, Resolver::with_root())
 }
 
 /// [`build`], with a resolver that already knows the real directories someone met before
@@ -544,7 +544,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         b.add_if_present(Path::new(p), Access::ReadOnly, "system");
     }
     if let Some(real) = real_agent {
-        for dir in crate::agent::install_dirs(real) {
+        for dir in crate::agent::install_dirs(real, &mut b.resolver) {
             b.add(&dir, Access::ReadOnly, "the real agent's install directory")?;
         }
     }

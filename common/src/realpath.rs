@@ -68,6 +68,19 @@ pub(crate) fn parent_bytes(path: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// What a directory listing says about one entry, without a `stat` per entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory (a mount point too: the listing shows the directory it covers).
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// Anything else: a file, a device, a socket, a pipe.
+    Other,
+    /// The listing gave no type and `lstat` failed (the entry vanished, or is unreadable).
+    Unknown,
+}
+
 /// Linux's limit on symlinks followed in one lookup (`MAXSYMLINKS`); past it, ELOOP.
 const MAX_LINKS: usize = 40;
 
@@ -75,6 +88,11 @@ const MAX_LINKS: usize = 40;
 pub struct Resolver {
     /// Real directories seen so far (never `/`, which is always real).
     real: PathSet<Vec<u8>>,
+    /// The entries of the directories listed in full ([`Resolver::learn`]), by path.
+    listed: PathMap<Vec<u8>, EntryKind>,
+    /// Those directories (`/` as ""): a name under one of them that `listed` lacks does not
+    /// exist.
+    complete: PathSet<Vec<u8>>,
 }
 
 impl Default for Resolver {
@@ -82,11 +100,72 @@ impl Default for Resolver {
         // Room for the default policy's directories without growing.
         let mut real = PathSet::default();
         real.reserve(64);
-        Resolver { real }
+        Resolver {
+            real,
+            listed: PathMap::default(),
+            complete: PathSet::default(),
+        }
     }
 }
 
 impl Resolver {
+    /// A resolver that has listed `/`: the system roots the policy asks about (`/usr`,
+    /// `/bin` → `usr/bin`, `/lib32`, `/nix` …) are then answered from one directory read
+    /// instead of an `lstat` each. If `/` cannot be listed, it simply asks as usual.
+    pub fn with_root() -> Resolver {
+        let mut r = Resolver::default();
+        if let Ok(dir) = std::fs::read_dir("/") {
+            let mut entries: Vec<(Vec<u8>, EntryKind)> = Vec::with_capacity(32);
+            for entry in dir {
+                let Ok(entry) = entry else {
+                    // A partial listing must not answer "absent": forget it.
+                    return Resolver::default();
+                };
+                // The type comes from the listing itself (d_type) where the filesystem
+                // gives it; `file_type` asks `lstat` only where it does not.
+                let kind = match entry.file_type() {
+                    Ok(t) if t.is_dir() => EntryKind::Dir,
+                    Ok(t) if t.is_symlink() => EntryKind::Symlink,
+                    Ok(_) => EntryKind::Other,
+                    Err(_) => EntryKind::Unknown,
+                };
+                entries.push((entry.file_name().into_vec(), kind));
+            }
+            r.learn(
+                Path::new("/"),
+                entries.iter().map(|(n, k)| (n.as_slice(), *k)),
+                true,
+            );
+        }
+        r
+    }
+
+    /// Records entries of the real directory `dir` from its listing: subdirectories are
+    /// real, links need no `lstat` before `readlink`. If `complete` (the whole listing), a
+    /// name it lacks does not exist.
+    pub fn learn<'a>(
+        &mut self,
+        dir: &Path,
+        entries: impl IntoIterator<Item = (&'a [u8], EntryKind)>,
+        complete: bool,
+    ) {
+        let dir = dir.as_os_str().as_bytes();
+        let base: &[u8] = if dir == b"/" { b"" } else { dir };
+        for (name, kind) in entries {
+            let mut path = Vec::with_capacity(base.len() + 1 + name.len());
+            path.extend_from_slice(base);
+            path.push(b'/');
+            path.extend_from_slice(name);
+            if kind == EntryKind::Dir {
+                self.real.insert(path.clone());
+            }
+            self.listed.insert(path, kind);
+        }
+        if complete {
+            self.complete.insert(base.to_vec());
+        }
+    }
+
     /// Records a real path found some other way: the path itself if it is a directory, else
     /// its parent, and every ancestor of that up to the first one already known.
     pub fn remember(&mut self, real: &Path, is_dir: bool) {
@@ -158,33 +237,47 @@ impl Resolver {
             if self.real.contains(out.as_slice()) {
                 continue;
             }
-            let meta = std::fs::symlink_metadata(OsStr::from_bytes(&out))?;
-            if meta.file_type().is_symlink() {
-                links += 1;
-                if links > MAX_LINKS {
-                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
+            // What a listing says, else what `lstat` says; only a symlink goes on below.
+            match self.listed.get(out.as_slice()) {
+                Some(EntryKind::Dir) => continue,
+                Some(EntryKind::Other) => {
+                    is_dir = false;
+                    continue;
                 }
-                let mut target = std::fs::read_link(OsStr::from_bytes(&out))?
-                    .into_os_string()
-                    .into_vec();
-                out.truncate(if target.first() == Some(&b'/') {
-                    0
-                } else {
-                    len
-                });
-                // The target, then what was left after the link.
-                if let Some(after) = next {
-                    target.push(b'/');
-                    target.extend_from_slice(&rest[after..]);
+                Some(EntryKind::Symlink) => {}
+                None if self.complete.contains(&out[..len]) => {
+                    return Err(io::Error::from_raw_os_error(libc::ENOENT));
                 }
-                rest = target;
-                next = Some(0);
-                continue;
+                Some(EntryKind::Unknown) | None => {
+                    let meta = std::fs::symlink_metadata(OsStr::from_bytes(&out))?;
+                    if !meta.file_type().is_symlink() {
+                        is_dir = meta.is_dir();
+                        if is_dir {
+                            self.real.insert(out.clone());
+                        }
+                        continue;
+                    }
+                }
             }
-            is_dir = meta.is_dir();
-            if is_dir {
-                self.real.insert(out.clone());
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(io::Error::from_raw_os_error(libc::ELOOP));
             }
+            let mut target = std::fs::read_link(OsStr::from_bytes(&out))?
+                .into_os_string()
+                .into_vec();
+            out.truncate(if target.first() == Some(&b'/') {
+                0
+            } else {
+                len
+            });
+            // The target, then what was left after the link.
+            if let Some(after) = next {
+                target.push(b'/');
+                target.extend_from_slice(&rest[after..]);
+            }
+            rest = target;
+            next = Some(0);
         }
         if out.is_empty() {
             out.push(b'/');
@@ -294,15 +387,39 @@ mod tests {
         ] {
             paths.push(s.0.join(rel));
         }
-        // Twice, so that the second round runs with every parent already known to be real.
-        let mut resolver = Resolver::default();
-        for round in 0..2 {
-            for p in &paths {
-                let want = fs::canonicalize(p)
-                    .and_then(|r| Ok((r.clone(), fs::metadata(&r)?.is_dir())))
-                    .map_err(|e| e.raw_os_error());
-                let got = resolver.resolve(p).map_err(|e| e.raw_os_error());
-                assert_eq!(got, want, "round {round}: {}", p.display());
+        // Twice each, so that the second round runs with every parent already known to be
+        // real; with and without the listing of `/`, and with the scratch directory's
+        // listing learnt.
+        let listing: Vec<(Vec<u8>, EntryKind)> = fs::read_dir(&s.0)
+            .expect("list")
+            .map(|e| {
+                let e = e.expect("entry");
+                let t = e.file_type().expect("type");
+                let kind = if t.is_symlink() {
+                    EntryKind::Symlink
+                } else if t.is_dir() {
+                    EntryKind::Dir
+                } else {
+                    EntryKind::Other
+                };
+                (e.file_name().into_vec(), kind)
+            })
+            .collect();
+        let mut learnt = Resolver::with_root();
+        learnt.learn(&s.0, listing.iter().map(|(n, k)| (n.as_slice(), *k)), true);
+        for (name, mut resolver) in [
+            ("default", Resolver::default()),
+            ("with_root", Resolver::with_root()),
+            ("learnt", learnt),
+        ] {
+            for round in 0..2 {
+                for p in &paths {
+                    let want = fs::canonicalize(p)
+                        .and_then(|r| Ok((r.clone(), fs::metadata(&r)?.is_dir())))
+                        .map_err(|e| e.raw_os_error());
+                    let got = resolver.resolve(p).map_err(|e| e.raw_os_error());
+                    assert_eq!(got, want, "{name}, round {round}: {}", p.display());
+                }
             }
         }
     }

@@ -68,7 +68,10 @@ pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
         config.writable.extend(agent.writable.iter().cloned());
         config.read_only.extend(agent.read_only.iter().cloned());
         if let Some(real) = &agent.real {
-            config.read_only.extend(landwall::agent::install_dirs(real));
+            config.read_only.extend(landwall::agent::install_dirs(
+                real,
+                &mut landwall::realpath::Resolver::default(),
+            ));
         }
     }
     if let Some(file) = inputs.config_file {
