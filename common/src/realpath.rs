@@ -81,6 +81,22 @@ pub enum EntryKind {
     Unknown,
 }
 
+/// The parent of `path` if `path` is plain: absolute, not `/` itself, and every component
+/// after the root non-empty and neither `.` nor `..` (no `//`, no trailing `/`). A plain path
+/// whose parent is real is real unless its last component is a symlink.
+fn plain_parent(path: &[u8]) -> Option<&[u8]> {
+    let rest = path.strip_prefix(b"/")?;
+    let plain = !rest.is_empty()
+        && rest
+            .split(|&c| c == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..");
+    if plain {
+        parent_bytes(path)
+    } else {
+        None
+    }
+}
+
 /// Linux's limit on symlinks followed in one lookup (`MAXSYMLINKS`); past it, ELOOP.
 const MAX_LINKS: usize = 40;
 
@@ -203,6 +219,23 @@ impl Resolver {
             self.remember(&real, is_dir);
             return Ok((real, is_dir));
         }
+        // The common case, a plain path in a directory already known to be real (hundreds
+        // of configured paths side by side, `/dev/*`): one lookup and one `lstat`.
+        if let Some(parent) = plain_parent(bytes).filter(|p| self.real.contains(*p)) {
+            if self.real.contains(bytes) {
+                return Ok((path.to_path_buf(), true));
+            }
+            if !self.listed.contains_key(bytes) && !self.complete.contains(parent) {
+                let meta = std::fs::symlink_metadata(path)?;
+                if !meta.file_type().is_symlink() {
+                    let is_dir = meta.is_dir();
+                    if is_dir {
+                        self.real.insert(bytes.to_vec());
+                    }
+                    return Ok((path.to_path_buf(), is_dir));
+                }
+            }
+        }
         // The path still to walk is `rest[pos..]` (`None`: nothing, not even an empty name
         // after a trailing `/`); `out` is the real path so far ("" for `/`). One buffer each:
         // no allocation per component.
@@ -314,6 +347,15 @@ mod tests {
                 Path::new(p).parent().map(|d| d.as_os_str().as_bytes()),
                 "{p}"
             );
+        }
+    }
+
+    #[test]
+    fn plain_parent_only_for_plain_paths() {
+        assert_eq!(plain_parent(b"/a/b"), Some(&b"/a"[..]));
+        assert_eq!(plain_parent(b"/a"), Some(&b"/"[..]));
+        for p in ["/", "a/b", "/a/", "/a//b", "/a/./b", "/a/../b", "/a/.", ""] {
+            assert_eq!(plain_parent(p.as_bytes()), None, "{p}");
         }
     }
 
