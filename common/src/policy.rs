@@ -9,18 +9,14 @@ use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
-
 use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
 use crate::profile;
-use crate::realpath::{EntryKind as Kind, PathMap, Resolver};
+use crate::realpath::{EntryKind as Kind, Listing, PathMap, Resolver};
 use crate::worktree::{is_system_directory, GitLayout, Worktree};
 
 /// What a rule grants.
@@ -159,101 +155,6 @@ pub const ROOT_DENY: &[&str] = &[
     "/etc/sudoers*",
     "/etc/ssh/ssh_host_*_key",
 ];
-
-/// One entry of a directory listing: its name is `names[start..start + len]`.
-#[derive(Clone, Copy)]
-struct Entry {
-    start: usize,
-    len: usize,
-    kind: Kind,
-}
-
-/// A directory's entries (without `.` and `..`), in the order the kernel gives them; the
-/// names are packed in one buffer.
-struct Listing {
-    names: Vec<u8>,
-    entries: Vec<Entry>,
-}
-
-impl Listing {
-    fn name(&self, e: &Entry) -> &OsStr {
-        OsStr::from_bytes(&self.names[e.start..e.start + e.len])
-    }
-
-    /// Reads `dir` with `getdents64` into one buffer: two allocations per directory rather
-    /// than two per entry as with `std::fs::read_dir` (whose `DirEntry` owns a copy of its
-    /// name, and `file_name()` makes another). A read error ends the listing with what was
-    /// read, as `read_dir(…).flatten()` does.
-    fn read(dir: &Path, buf: &mut [u8]) -> io::Result<Listing> {
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let fd = nix::fcntl::open(dir, flags, Mode::empty())?;
-        let mut listing = Listing {
-            names: Vec::with_capacity(4096),
-            entries: Vec::new(),
-        };
-        while let Ok(filled) = crate::sys::getdents64(fd.as_fd(), buf) {
-            if filled == 0 {
-                break;
-            }
-            // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
-            let mut records = &buf[..filled];
-            while records.len() > 19 {
-                let reclen = usize::from(u16::from_ne_bytes([records[16], records[17]]));
-                let Some(record) = records.get(..reclen).filter(|_| reclen > 19) else {
-                    break;
-                };
-                let d_type = record[18];
-                let raw = &record[19..];
-                let name = &raw[..raw.iter().position(|&b| b == 0).unwrap_or(raw.len())];
-                records = &records[reclen..];
-                if name == b"." || name == b".." || name.is_empty() {
-                    continue;
-                }
-                let kind = match d_type {
-                    libc::DT_DIR => Kind::Dir,
-                    libc::DT_LNK => Kind::Symlink,
-                    libc::DT_UNKNOWN => {
-                        // Some filesystems do not fill d_type: ask, without following links.
-                        let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
-                        match nix::sys::stat::fstatat(&fd, OsStr::from_bytes(name), at) {
-                            Ok(st) => match st.st_mode & libc::S_IFMT {
-                                libc::S_IFDIR => Kind::Dir,
-                                libc::S_IFLNK => Kind::Symlink,
-                                _ => Kind::Other,
-                            },
-                            Err(_) => Kind::Unknown,
-                        }
-                    }
-                    _ => Kind::Other,
-                };
-                listing.entries.push(Entry {
-                    start: listing.names.len(),
-                    len: name.len(),
-                    kind,
-                });
-                listing.names.extend_from_slice(name);
-            }
-        }
-        Ok(listing)
-    }
-
-    /// The entries sorted by name (for a stable rule order). Compared on their first eight
-    /// bytes as one integer first, which settles most comparisons without a `memcmp`.
-    fn sorted(&self) -> Vec<Entry> {
-        let head = |e: &Entry| {
-            let name = &self.names[e.start..e.start + e.len];
-            let mut b = [0u8; 8];
-            let n = name.len().min(8);
-            b[..n].copy_from_slice(&name[..n]);
-            u64::from_be_bytes(b)
-        };
-        let mut v: Vec<(u64, Entry)> = self.entries.iter().map(|e| (head(e), *e)).collect();
-        v.sort_unstable_by(|(ha, a), (hb, b)| {
-            ha.cmp(hb).then_with(|| self.name(a).cmp(self.name(b)))
-        });
-        v.into_iter().map(|(_, e)| e).collect()
-    }
-}
 
 /// Directory listings, each read at most once per build: the symlink scan, the deny
 /// patterns and the carve-out all list `/etc`, which is the largest directory on the launch

@@ -19,7 +19,12 @@ use std::path::Path;
 use landwall_cli::{cli, shim};
 
 /// The process entry point, called by the C runtime.
-#[allow(unsafe_code)] // `no_mangle` exports the symbol; this is the only one the crate exports.
+// SAFETY: `no_mangle` (linted as unsafe code: an exported symbol can clash with another of
+// the same name) exports `main` for the C runtime's `_start`. No other `main` is linked:
+// `no_main` suppresses rustc's, and the binary has no test harness (`test = false` in
+// Cargo.toml). This is the only exported symbol and the only unsafe-linted item outside
+// `landwall::sys`.
+#[allow(unsafe_code)]
 #[no_mangle]
 pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
     std::process::exit(run())
