@@ -10,8 +10,8 @@
 #               (or the tsp server) runs them, until the last one is done.
 #
 # landwall-drain runs walled in (LANDWALL_DRAIN_SANDBOX=1) with one job slot, like tsp's
-# default of one; every landwall job gets its own Landlock wall, seccomp filter and self-check,
-# and every submit and result is fsynced. tsp does neither.
+# default of one; every landwall job gets its own Landlock wall and self-check (no terminal,
+# so no terminal filter), and every submit and result is fsynced. tsp does neither.
 #
 # Uses $LANDWALL and $LANDWALL_DRAIN (as `make bench` sets them) or builds release binaries.
 # Installs task-spooler with apt-get if `tsp` is missing. Writes bench/drain-results.md.
@@ -172,7 +172,7 @@ $(date -u +%Y-%m-%dT%H:%M:%SZ), kernel $(uname -r), $(nproc) cores, $(tsp -V 2>&
 landwall $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "?"), $N jobs per figure, one job slot each,
 load average $LOAD0 at the start and $(cut -d' ' -f1-3 /proc/loadavg) at the end (other work on the machine skews both columns alike).
 landwall-drain walled in (LANDWALL_DRAIN_SANDBOX=1); each of its jobs behind its own Landlock
-wall, seccomp filter and self-check; submits and results fsynced. tsp: no wall, no fsync.
+wall and self-check (no terminal, so no seccomp filter); submits and results fsynced. tsp: no wall, no fsync.
 
 | figure | landwall-drain | tsp |
 |---|---:|---:|
