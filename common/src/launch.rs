@@ -264,6 +264,8 @@ pub struct LiveKernel {
     bounding_dropped: bool,
     /// Whether the terminal filter was installed.
     terminal_filtered: bool,
+    /// Whether any seccomp filter was installed (the terminal one, or MPTCP's).
+    filtered: bool,
 }
 
 impl Kernel for LiveKernel {
@@ -310,10 +312,9 @@ impl Kernel for LiveKernel {
 
     fn filter_syscalls(&mut self, policy: &Policy) -> Result<(), SeccompError> {
         self.terminal_filtered = seccomp::terminal_reachable();
-        seccomp::install(&seccomp::filters(
-            self.terminal_filtered,
-            policy.network.is_restricted(),
-        )?)
+        let filters = seccomp::filters(self.terminal_filtered, policy.network.is_restricted())?;
+        self.filtered = !filters.is_empty();
+        seccomp::install(&filters)
     }
 
     fn self_check(&mut self) -> Result<(), String> {
@@ -325,7 +326,7 @@ impl Kernel for LiveKernel {
             Err(e) => return Err(format!("listing `/` failed unexpectedly: {e}")),
         }
         let status = status_from_syscalls(self.bounding_dropped).map_err(|e| e.to_string())?;
-        status.check(self.bounding_dropped, self.terminal_filtered)?;
+        status.check(self.bounding_dropped, self.filtered)?;
         if self.terminal_filtered {
             // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
             let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);

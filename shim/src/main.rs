@@ -31,16 +31,22 @@ pub extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
 }
 
 fn run() -> i32 {
-    if let Err(e) = landwall::sys::runtime_init() {
-        eprintln!("landwall: start-up: {e}");
-        return 1;
-    }
     let argv: Vec<OsString> = std::env::args_os().collect();
     let name = argv
         .first()
         .and_then(|a| Path::new(a).file_name())
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    if let Err(e) = landwall::sys::runtime_init() {
+        // Descriptors 0-2 could not be made safe: as the shim, the wall's status (the agent
+        // does not start); as the CLI, a plain failure.
+        eprintln!("landwall: start-up: {e}");
+        return if name == "landwall" {
+            1
+        } else {
+            landwall::exit::WALL
+        };
+    }
     let code = match name.as_str() {
         "landwall" => cli::main(argv),
         "" => {

@@ -225,8 +225,15 @@ t_min_abi_2_caps_nnp_seccomp() {
     want_rc 0
     echo "$OUT" | sed 's/^/      /'
     out_has_re $'^NoNewPrivs:\t1$'
-    out_has_re $'^Seccomp:\t2$'
+    # No terminal here (stdin /dev/null, no controlling terminal): no terminal filter.
+    out_has_re $'^Seccomp:\t0$'
     for c in Inh Prm Eff Bnd Amb; do out_has_re "^Cap$c:"$'\t'"0+$"; done
+    # On a terminal (script(1) runs it with a pty as controlling terminal): the filter is on.
+    invoke script -qec "$S/shims/claude grep -E '^Seccomp:' /proc/self/status" /dev/null
+    want_rc 0
+    OUT=$(tr -d '\r' <<<"$OUT")
+    echo "$OUT" | sed 's/^/      /'
+    out_has_re $'^Seccomp:\t2$'
 }
 
 # A process outside the wall, same user: scopes (ABI 6) would refuse the signal.
