@@ -80,7 +80,7 @@ pub fn build_policy(
 ) -> Result<Policy, Error> {
     let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
     // One resolver for discovery and the policy: the worktree's paths are resolved once.
-    let mut resolver = Resolver::with_root();
+    let mut resolver = Resolver::default();
     let wt = worktree::discover_with(cwd, override_dir, &mut resolver)?;
     let home = var(vars, "HOME").map(Path::new);
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {

@@ -247,14 +247,13 @@ impl Builder {
             return;
         };
         // The listing says which entries are links: no `lstat` before each `readlink`.
-        self.resolver.learn(
+        self.resolver.learn_links(
             dir,
             entries
                 .entries
                 .iter()
                 .filter(|e| e.kind == Kind::Symlink)
-                .map(|e| (entries.name(e).as_bytes(), e.kind)),
-            false,
+                .map(|e| entries.name(e).as_bytes()),
         );
         let mut targets = Vec::new();
         for entry in entries.entries.iter().filter(|e| e.kind == Kind::Symlink) {
@@ -333,7 +332,7 @@ fn within(path: &Path, dir: &Path) -> bool {
 
 /// Builds the policy for one launch.
 pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
-    build_with(inputs, Resolver::with_root())
+    build_with(inputs, Resolver::default())
 }
 
 /// [`build`], with a resolver that already knows the real directories someone met before

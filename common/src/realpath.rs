@@ -114,8 +114,6 @@ pub(crate) struct Entry {
 pub(crate) struct Listing {
     names: Vec<u8>,
     pub(crate) entries: Vec<Entry>,
-    /// Whether every entry was read (a read error ends the listing early).
-    pub(crate) complete: bool,
 }
 
 impl Listing {
@@ -126,18 +124,16 @@ impl Listing {
     /// Reads `dir` with `getdents64` into one buffer: two allocations per directory rather
     /// than two per entry as with `std::fs::read_dir` (whose `DirEntry` owns a copy of its
     /// name, and `file_name()` makes another). A read error ends the listing with what was
-    /// read, as `read_dir(…).flatten()` does, and leaves it marked incomplete.
+    /// read, as `read_dir(…).flatten()` does.
     pub(crate) fn read(dir: &Path, buf: &mut [u8]) -> io::Result<Listing> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
         let fd = nix::fcntl::open(dir, flags, Mode::empty())?;
         let mut listing = Listing {
             names: Vec::with_capacity(buf.len() / 2),
             entries: Vec::new(),
-            complete: false,
         };
         while let Ok(filled) = crate::sys::getdents64(fd.as_fd(), buf) {
             if filled == 0 {
-                listing.complete = true;
                 break;
             }
             // struct linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name.
@@ -207,11 +203,8 @@ const MAX_LINKS: usize = 40;
 pub struct Resolver {
     /// Real directories seen so far (never `/`, which is always real).
     real: PathSet<Vec<u8>>,
-    /// The entries of the directories listed in full ([`Resolver::learn`]), by path.
-    listed: PathMap<Vec<u8>, EntryKind>,
-    /// Those directories (`/` as ""): a name under one of them that `listed` lacks does not
-    /// exist.
-    complete: PathSet<Vec<u8>>,
+    /// Paths a directory listing showed to be symlinks ([`Resolver::learn_links`]).
+    links: PathSet<Vec<u8>>,
 }
 
 impl Default for Resolver {
@@ -221,59 +214,23 @@ impl Default for Resolver {
         real.reserve(64);
         Resolver {
             real,
-            listed: PathMap::default(),
-            complete: PathSet::default(),
+            links: PathSet::default(),
         }
     }
 }
 
 impl Resolver {
-    /// A resolver that has listed `/`: the system roots the policy asks about (`/usr`,
-    /// `/bin` → `usr/bin`, `/lib32`, `/nix` …) are then answered from one directory read
-    /// instead of an `lstat` each. If `/` cannot be listed, it simply asks as usual.
-    pub fn with_root() -> Resolver {
-        let mut r = Resolver::default();
-        // 4 KiB holds a root directory's few dozen entries in one read.
-        let mut buf = vec![0u8; 4096];
-        if let Ok(listing) = Listing::read(Path::new("/"), &mut buf) {
-            // A partial listing must not answer "absent": only a complete one is learnt.
-            if listing.complete {
-                r.learn(
-                    Path::new("/"),
-                    listing
-                        .entries
-                        .iter()
-                        .map(|e| (listing.name(e).as_bytes(), e.kind)),
-                    true,
-                );
-            }
-        }
-        r
-    }
-
-    /// Records entries of the real directory `dir` from its listing: subdirectories are
-    /// real, links need no `lstat` before `readlink`. If `complete` (the whole listing), a
-    /// name it lacks does not exist.
-    pub fn learn<'a>(
-        &mut self,
-        dir: &Path,
-        entries: impl IntoIterator<Item = (&'a [u8], EntryKind)>,
-        complete: bool,
-    ) {
+    /// Records the entries of the real directory `dir` that its listing shows to be
+    /// symlinks: resolving them then needs no `lstat` before the `readlink`.
+    pub fn learn_links<'a>(&mut self, dir: &Path, names: impl IntoIterator<Item = &'a [u8]>) {
         let dir = dir.as_os_str().as_bytes();
         let base: &[u8] = if dir == b"/" { b"" } else { dir };
-        for (name, kind) in entries {
+        for name in names {
             let mut path = Vec::with_capacity(base.len() + 1 + name.len());
             path.extend_from_slice(base);
             path.push(b'/');
             path.extend_from_slice(name);
-            if kind == EntryKind::Dir {
-                self.real.insert(path.clone());
-            }
-            self.listed.insert(path, kind);
-        }
-        if complete {
-            self.complete.insert(base.to_vec());
+            self.links.insert(path);
         }
     }
 
@@ -316,11 +273,11 @@ impl Resolver {
         }
         // The common case, a plain path in a directory already known to be real (hundreds
         // of configured paths side by side, `/dev/*`): one lookup and one `lstat`.
-        if let Some(parent) = plain_parent(bytes).filter(|p| self.real.contains(*p)) {
+        if plain_parent(bytes).is_some_and(|p| self.real.contains(p)) {
             if self.real.contains(bytes) {
                 return Ok((path.to_path_buf(), true));
             }
-            if !self.listed.contains_key(bytes) && !self.complete.contains(parent) {
+            if !self.links.contains(bytes) {
                 let meta = std::fs::symlink_metadata(path)?;
                 if !meta.file_type().is_symlink() {
                     let is_dir = meta.is_dir();
@@ -365,26 +322,15 @@ impl Resolver {
             if self.real.contains(out.as_slice()) {
                 continue;
             }
-            // What a listing says, else what `lstat` says; only a symlink goes on below.
-            match self.listed.get(out.as_slice()) {
-                Some(EntryKind::Dir) => continue,
-                Some(EntryKind::Other) => {
-                    is_dir = false;
-                    continue;
-                }
-                Some(EntryKind::Symlink) => {}
-                None if self.complete.contains(&out[..len]) => {
-                    return Err(io::Error::from_raw_os_error(libc::ENOENT));
-                }
-                Some(EntryKind::Unknown) | None => {
-                    let meta = std::fs::symlink_metadata(OsStr::from_bytes(&out))?;
-                    if !meta.file_type().is_symlink() {
-                        is_dir = meta.is_dir();
-                        if is_dir {
-                            self.real.insert(out.clone());
-                        }
-                        continue;
+            // A link a listing showed needs no `lstat`; only a symlink goes on below.
+            if !self.links.contains(out.as_slice()) {
+                let meta = std::fs::symlink_metadata(OsStr::from_bytes(&out))?;
+                if !meta.file_type().is_symlink() {
+                    is_dir = meta.is_dir();
+                    if is_dir {
+                        self.real.insert(out.clone());
                     }
+                    continue;
                 }
             }
             links += 1;
@@ -525,30 +471,16 @@ mod tests {
             paths.push(s.0.join(rel));
         }
         // Twice each, so that the second round runs with every parent already known to be
-        // real; with and without the listing of `/`, and with the scratch directory's
-        // listing learnt.
-        let listing: Vec<(Vec<u8>, EntryKind)> = fs::read_dir(&s.0)
+        // real; without and with the scratch directory's links learnt from its listing.
+        let links: Vec<Vec<u8>> = fs::read_dir(&s.0)
             .expect("list")
-            .map(|e| {
-                let e = e.expect("entry");
-                let t = e.file_type().expect("type");
-                let kind = if t.is_symlink() {
-                    EntryKind::Symlink
-                } else if t.is_dir() {
-                    EntryKind::Dir
-                } else {
-                    EntryKind::Other
-                };
-                (e.file_name().into_vec(), kind)
-            })
+            .map(|e| e.expect("entry"))
+            .filter(|e| e.file_type().expect("type").is_symlink())
+            .map(|e| e.file_name().into_vec())
             .collect();
-        let mut learnt = Resolver::with_root();
-        learnt.learn(&s.0, listing.iter().map(|(n, k)| (n.as_slice(), *k)), true);
-        for (name, mut resolver) in [
-            ("default", Resolver::default()),
-            ("with_root", Resolver::with_root()),
-            ("learnt", learnt),
-        ] {
+        let mut learnt = Resolver::default();
+        learnt.learn_links(&s.0, links.iter().map(Vec::as_slice));
+        for (name, mut resolver) in [("default", Resolver::default()), ("learnt", learnt)] {
             for round in 0..2 {
                 for p in &paths {
                     let want = fs::canonicalize(p)
