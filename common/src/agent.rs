@@ -145,27 +145,16 @@ pub fn install_dirs(real: &Path, resolver: &mut Resolver) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Scratch;
     use std::fs;
 
-    struct Scratch(PathBuf);
     impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!("lw-agent-{tag}-{}", std::process::id()));
-            let _ignored = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).expect("mkdir");
-            Scratch(p)
-        }
         fn exe(&self, rel: &str) -> PathBuf {
             let p = self.0.join(rel);
             fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
             fs::write(&p, "#!/bin/sh\n").expect("write");
             fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
             p
-        }
-    }
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ignored = fs::remove_dir_all(&self.0);
         }
     }
 

@@ -21,6 +21,8 @@ pub mod realpath;
 pub mod seccomp;
 pub mod spool;
 pub mod sys;
+#[cfg(test)]
+mod testutil;
 pub mod wall;
 pub mod worktree;
 

@@ -678,23 +678,9 @@ fn resolve_lenient(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Scratch;
     use crate::worktree::GitLayout;
     use std::fs;
-
-    struct Scratch(PathBuf);
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!("lw-policy-{tag}-{}", std::process::id()));
-            let _ignored = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).expect("mkdir");
-            Scratch(fs::canonicalize(&p).expect("canon"))
-        }
-    }
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ignored = fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn inputs<'a>(wt: &Path, home: Option<&'a Path>, config: &'a Config) -> Inputs<'a> {
         Inputs {

@@ -363,22 +363,8 @@ impl Resolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Scratch;
     use std::fs;
-
-    struct Scratch(PathBuf);
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!("lw-realpath-{tag}-{}", std::process::id()));
-            let _ignored = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).expect("mkdir");
-            Scratch(fs::canonicalize(&p).expect("canon"))
-        }
-    }
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ignored = fs::remove_dir_all(&self.0);
-        }
-    }
 
     #[test]
     fn parent_bytes_is_path_parent_on_plain_paths() {

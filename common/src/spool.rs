@@ -995,24 +995,13 @@ pub fn lock(spool: &Spool) -> Result<SpoolLock, LockError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Scratch;
 
-    struct Scratch(PathBuf);
     impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!("lw-spool-{tag}-{}", std::process::id()));
-            let _ignored = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).expect("mkdir");
-            Scratch(fs::canonicalize(&p).expect("canon"))
-        }
         fn spool(&self) -> Spool {
             let s = Spool::new(self.0.join("spool"));
             s.create_layout().expect("layout");
             s
-        }
-    }
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ignored = fs::remove_dir_all(&self.0);
         }
     }
 

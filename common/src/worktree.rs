@@ -238,22 +238,8 @@ fn layout(dotgit: &Path, resolver: &mut Resolver) -> Result<GitLayout, WorktreeE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Scratch;
     use std::fs;
-
-    struct Scratch(PathBuf);
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::env::temp_dir().join(format!("lw-wt-{tag}-{}", std::process::id()));
-            let _ignored = fs::remove_dir_all(&p);
-            fs::create_dir_all(&p).expect("mkdir");
-            Scratch(fs::canonicalize(&p).expect("canon"))
-        }
-    }
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ignored = fs::remove_dir_all(&self.0);
-        }
-    }
 
     #[test]
     fn plain_directory_is_its_own_worktree() {
