@@ -236,7 +236,7 @@ impl Resolver {
 
     /// Records a real path found some other way: the path itself if it is a directory, else
     /// its parent, and every ancestor of that up to the first one already known.
-    pub fn remember(&mut self, real: &Path, is_dir: bool) {
+    fn remember(&mut self, real: &Path, is_dir: bool) {
         let real = real.as_os_str().as_bytes();
         let mut dir = if is_dir {
             Some(real)

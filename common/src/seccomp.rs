@@ -177,14 +177,11 @@ fn tty_filter() -> Result<BpfProgram, SeccompError> {
 /// controlling terminal). Anything but a clear "no" counts as yes.
 pub fn terminal_reachable() -> bool {
     use std::io::IsTerminal;
-    if std::io::stdin().is_terminal() || std::io::stdout().is_terminal() {
-        return true;
-    }
-    if std::io::stderr().is_terminal() {
-        return true;
-    }
-    // `/dev/tty` is the controlling terminal; ENXIO is the kernel's "there is none".
-    !matches!(crate::sys::controlling_terminal(), Ok(false))
+    std::io::stdin().is_terminal()
+        || std::io::stdout().is_terminal()
+        || std::io::stderr().is_terminal()
+        // `/dev/tty` is the controlling terminal; ENXIO is the kernel's "there is none".
+        || !matches!(crate::sys::controlling_terminal(), Ok(false))
 }
 
 /// Builds the filters for a launch: the terminal filter when `terminal` (see
