@@ -70,10 +70,15 @@ pub fn resolve_command(cmd: &OsStr, vars: &Vars) -> Result<PathBuf, Error> {
 }
 
 /// Builds the policy for `agent` in `cwd` (or the worktree override).
+///
+/// `cwd_from_getcwd`: `cwd` is what getcwd(2) returned just now. The kernel builds that path
+/// from the directory itself, so it is real (absolute, no symlinks) and its components need
+/// no `lstat` each; a path from anywhere else (a spooled job's) is resolved.
 pub fn build_policy(
     agent: &str,
     real: Option<&Path>,
     cwd: &Path,
+    cwd_from_getcwd: bool,
     worktree_override: Option<&Path>,
     vars: &Vars,
     config: &Config,
@@ -81,6 +86,9 @@ pub fn build_policy(
     let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
     // One resolver for discovery and the policy: the worktree's paths are resolved once.
     let mut resolver = Resolver::default();
+    if cwd_from_getcwd {
+        resolver.trust_real_dir(cwd);
+    }
     let wt = worktree::discover_with(cwd, override_dir, &mut resolver)?;
     let home = var(vars, "HOME").map(Path::new);
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {

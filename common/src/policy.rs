@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -241,7 +241,14 @@ impl Builder {
         self.rules.iter().any(|r| within(path, &r.path))
     }
 
-    /// Adds the real targets of top-level symlinks in `dir` that point outside every grant.
+    /// Adds the real targets of top-level symlinks in `dir` whose target, as written, lies
+    /// outside every grant (`/etc/resolv.conf` → `/run/…`).
+    ///
+    /// A link into a granted tree is left to that tree, as the links inside it are (they are
+    /// not followed either): `/etc/localtime` → `/usr/share/zoneinfo/…` costs one `readlink`,
+    /// not an `lstat` per component of the target and of every link after it (`/etc/mtab` →
+    /// `/proc/mounts` → `self/mounts` → a fresh `/proc/<pid>`). Skipping a link can only
+    /// grant less, never more.
     fn follow_links(&mut self, dir: &Path) {
         let Some(entries) = self.listings.get(dir) else {
             return;
@@ -258,7 +265,15 @@ impl Builder {
         let mut targets = Vec::new();
         for entry in entries.entries.iter().filter(|e| e.kind == Kind::Symlink) {
             let link = child(dir, entries.name(entry));
-            if let Ok((target, is_dir)) = self.resolver.resolve(&link) {
+            let Ok(text) = std::fs::read_link(&link) else {
+                continue;
+            };
+            if self.covers(&lexical_join(dir, &text)) {
+                continue;
+            }
+            // `dir` is real, so its link resolves as `dir` joined with the link's text (the
+            // resolver takes `..` physically): no second `readlink`.
+            if let Ok((target, is_dir)) = self.resolver.resolve(&dir.join(&text)) {
                 if !self.covers(&target) {
                     targets.push((target, link, is_dir));
                 }
@@ -307,6 +322,39 @@ impl Builder {
             .filter_map(|(rule, keep)| keep.then_some(rule))
             .collect()
     }
+}
+
+/// `text` (a symlink's target) taken from `dir` without touching the file system: `.` and
+/// empty components dropped, `..` removing the last component. Only for deciding that a link
+/// needs no resolving: a wrong answer there grants less, never more.
+fn lexical_join(dir: &Path, text: &Path) -> PathBuf {
+    let text = text.as_os_str().as_bytes();
+    let mut out: Vec<u8> = if text.first() == Some(&b'/') {
+        Vec::with_capacity(text.len())
+    } else {
+        let mut base = dir.as_os_str().as_bytes().to_vec();
+        base.reserve(text.len() + 1);
+        base
+    };
+    for name in text.split(|&b| b == b'/') {
+        match name {
+            b"" | b"." => {}
+            b".." => {
+                let parent = out.iter().rposition(|&b| b == b'/').unwrap_or(0);
+                out.truncate(parent);
+            }
+            _ => {
+                if out.last() != Some(&b'/') {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(name);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(b'/');
+    }
+    PathBuf::from(OsString::from_vec(out))
 }
 
 /// Every `dir` for which [`within`]`(path, dir)` holds: `path` itself, each prefix that ends
@@ -785,22 +833,81 @@ mod tests {
 
     #[test]
     fn symlinks_leaving_etc_are_followed() {
-        // /etc/resolv.conf is the usual example; check whatever this machine's /etc has.
+        // /etc/resolv.conf is the usual example; check whatever this machine's /etc has: a
+        // link whose written target no rule covers has its real target granted.
         let s = Scratch::new("links");
         let config = Config::default();
         let policy = build(inputs(&s.0, None, &config)).expect("policy");
         for entry in fs::read_dir("/etc").expect("read /etc").flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_symlink()) {
-                if let Ok(target) = fs::canonicalize(entry.path()) {
-                    assert!(
-                        policy.decide(&target).rule.is_some(),
-                        "{} -> {} not granted",
-                        entry.path().display(),
-                        target.display()
-                    );
-                }
+            if !entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                continue;
+            }
+            let text = fs::read_link(entry.path()).expect("readlink");
+            let written = lexical_join(Path::new("/etc"), &text);
+            if policy.rules.iter().any(|r| within(&written, &r.path)) {
+                continue;
+            }
+            if let Ok(target) = fs::canonicalize(entry.path()) {
+                assert!(
+                    policy.decide(&target).rule.is_some(),
+                    "{} -> {} not granted",
+                    entry.path().display(),
+                    target.display()
+                );
             }
         }
+    }
+
+    #[test]
+    fn only_links_written_outside_every_grant_are_followed() {
+        let s = Scratch::new("follow");
+        let (scan, granted) = (s.0.join("scan"), s.0.join("granted"));
+        for d in [&scan, &granted, &s.0.join("out1"), &s.0.join("out2")] {
+            fs::create_dir(d).expect("mkdir");
+        }
+        fs::write(s.0.join("out2/file"), "").expect("write");
+        let link = |target: &str, name: &str| {
+            std::os::unix::fs::symlink(target, scan.join(name)).expect("symlink")
+        };
+        // Written into the grant: left to it, even though it leads out (via granted/hop).
+        std::os::unix::fs::symlink(s.0.join("out1"), granted.join("hop")).expect("symlink");
+        link("../granted/hop", "into-grant");
+        // Written outside: its real target is granted, through `..` and a relative path.
+        link("./../out2/./file", "outside");
+        link("../missing", "dangling");
+        let mut b = Builder {
+            rules: Vec::new(),
+            resolver: Resolver::default(),
+            listings: Listings::default(),
+        };
+        b.add(&granted, Access::ReadOnly, "granted").expect("grant");
+        b.follow_links(&scan);
+        let paths: Vec<&Path> = b.rules.iter().map(|r| r.path.as_path()).collect();
+        assert_eq!(paths, [granted.as_path(), s.0.join("out2/file").as_path()]);
+        assert!(!b.covers(&s.0.join("out1")));
+    }
+
+    #[test]
+    fn lexical_join_is_textual() {
+        let etc = Path::new("/etc");
+        for (text, want) in [
+            ("/usr/lib/x", "/usr/lib/x"),
+            ("../usr/lib/os-release", "/usr/lib/os-release"),
+            ("alternatives/./rmt", "/etc/alternatives/rmt"),
+            ("../../..", "/"),
+            ("//a//b/", "/a/b"),
+            (".", "/etc"),
+        ] {
+            assert_eq!(
+                lexical_join(etc, Path::new(text)),
+                Path::new(want),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            lexical_join(Path::new("/"), Path::new("a/../b")),
+            Path::new("/b")
+        );
     }
 
     #[test]

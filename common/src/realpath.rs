@@ -234,6 +234,14 @@ impl Resolver {
         }
     }
 
+    /// Records `dir` and its ancestors as real directories without looking: for a path the
+    /// kernel gave as real, such as getcwd(2)'s answer. Anything else must be resolved.
+    pub fn trust_real_dir(&mut self, dir: &Path) {
+        if dir.is_absolute() {
+            self.remember(dir, true);
+        }
+    }
+
     /// Records a real path found some other way: the path itself if it is a directory, else
     /// its parent, and every ancestor of that up to the first one already known.
     fn remember(&mut self, real: &Path, is_dir: bool) {

@@ -152,8 +152,8 @@ pub fn discover_with(
     let (root, dotgit) = if override_dir.is_some() {
         // An explicit worktree is taken as the top level; only its own `.git` counts.
         let dotgit = real.join(".git");
-        let has = dotgit.symlink_metadata().is_ok();
-        (real, has.then_some(dotgit))
+        let meta = dotgit.symlink_metadata().ok();
+        (real, meta.map(|m| (dotgit, m)))
     } else {
         match find_dotgit(&real) {
             Some((top, dotgit)) => (top, Some(dotgit)),
@@ -165,31 +165,36 @@ pub fn discover_with(
     }
     let git = match dotgit {
         None => GitLayout::None,
-        Some(dotgit) => layout(&dotgit, resolver)?,
+        Some((dotgit, lmeta)) => layout(&dotgit, lmeta, resolver)?,
     };
     Ok(Worktree { root, git })
 }
 
-fn find_dotgit(start: &Path) -> Option<(PathBuf, PathBuf)> {
+/// The nearest `.git` at or above `start`: the top level, the `.git` path and its `lstat`.
+fn find_dotgit(start: &Path) -> Option<(PathBuf, (PathBuf, std::fs::Metadata))> {
     let mut dir = Some(start);
     while let Some(d) = dir {
         let candidate = d.join(".git");
-        if candidate.symlink_metadata().is_ok() {
-            return Some((d.to_path_buf(), candidate));
+        if let Ok(meta) = candidate.symlink_metadata() {
+            return Some((d.to_path_buf(), (candidate, meta)));
         }
         dir = d.parent();
     }
     None
 }
 
-fn layout(dotgit: &Path, resolver: &mut Resolver) -> Result<GitLayout, WorktreeError> {
+/// `lmeta`: `dotgit`'s `lstat`, from finding it.
+fn layout(
+    dotgit: &Path,
+    lmeta: std::fs::Metadata,
+    resolver: &mut Resolver,
+) -> Result<GitLayout, WorktreeError> {
     let bad = |why: String| WorktreeError::BadGitFile {
         path: dotgit.to_path_buf(),
         why,
     };
     // `dotgit` is `<real worktree>/.git`: a directory that is not a symlink is its own real
     // path, so only a symlink needs resolving.
-    let lmeta = std::fs::symlink_metadata(dotgit).map_err(|e| bad(e.to_string()))?;
     if lmeta.is_dir() {
         return Ok(GitLayout::Main {
             git_dir: dotgit.to_path_buf(),

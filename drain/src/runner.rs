@@ -103,6 +103,7 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
         &args.agent,
         Some(&program),
         &args.worktree,
+        false,
         Some(&args.worktree),
         &vars,
         &config,

@@ -187,7 +187,15 @@ fn build(
     }
     let config = load_config(vars)?;
     let real = real_agent(vars, agent, &config)?;
-    let policy = plan::build_policy(agent, real.as_deref(), &cwd()?, worktree, vars, &config)?;
+    let policy = plan::build_policy(
+        agent,
+        real.as_deref(),
+        &cwd()?,
+        true,
+        worktree,
+        vars,
+        &config,
+    )?;
     Ok((policy, real))
 }
 
@@ -428,7 +436,15 @@ fn run(
         )));
     }
     let config = load_config(vars)?;
-    let policy = plan::build_policy(agent, Some(&program), &cwd()?, worktree, vars, &config)?;
+    let policy = plan::build_policy(
+        agent,
+        Some(&program),
+        &cwd()?,
+        true,
+        worktree,
+        vars,
+        &config,
+    )?;
     let exec = plan::prepare(&policy, &program, &command, vars)?;
     Err(launch::wall_and_exec(
         &mut LiveKernel::default(),

@@ -193,7 +193,7 @@ fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
         Ok(c) => c,
         Err(e) => return vec![format!("exposure    cannot read the cwd: {e}")],
     };
-    let policy = match plan::build_policy("claude", None, &cwd, None, vars, config) {
+    let policy = match plan::build_policy("claude", None, &cwd, true, None, vars, config) {
         Ok(p) => p,
         Err(e) => return vec![format!("exposure    no policy for {}: {e}", cwd.display())],
     };

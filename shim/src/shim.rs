@@ -40,7 +40,7 @@ fn walled_exec(agent: &str, argv: Vec<OsString>) -> Result<Infallible, Error> {
             source,
         })
     })?;
-    let policy = plan::build_policy(agent, Some(&real), &cwd, None, &vars, &config)?;
+    let policy = plan::build_policy(agent, Some(&real), &cwd, true, None, &vars, &config)?;
     log::debug!("policy: {policy:?}");
     let exec = plan::prepare(&policy, &real, &argv, &vars)?;
     Err(launch::wall_and_exec(
