@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -251,8 +251,14 @@ impl Default for Config {
 
 impl Config {
     /// The section for `agent`, or an empty one.
-    pub fn agent(&self, agent: &str) -> AgentConfig {
-        self.agents.get(agent).cloned().unwrap_or_default()
+    pub fn agent(&self, agent: &str) -> &AgentConfig {
+        static NONE: AgentConfig = AgentConfig {
+            real: None,
+            read_only: Vec::new(),
+            writable: Vec::new(),
+            env_allow: Vec::new(),
+        };
+        self.agents.get(agent).unwrap_or(&NONE)
     }
 }
 
@@ -469,7 +475,12 @@ impl Validator<'_> {
             .map(|v| {
                 let span = v.span();
                 let p = v.into_inner();
-                if p == Path::new("/") {
+                // `/` however written (`//`, `/.`, `/..`); a forward walk that stops at the
+                // first name, not a comparison of components from the end.
+                let root = p.components().all(|c| {
+                    matches!(c, Component::RootDir | Component::CurDir | Component::ParentDir)
+                });
+                if root {
                     return self.err(
                         span,
                         format!("`{key}`: granting `/` would make the wall meaningless; name the directories the agent needs"),
@@ -736,7 +747,7 @@ env_allow = ["AWS_REGION"]
         assert_eq!(claude.real, Some(p("/opt/claude/bin/claude")));
         assert_eq!(claude.writable, vec![p("/var/tmp/claude")]);
         assert_eq!(claude.env_allow.len(), 1);
-        assert_eq!(c.agent("codex"), AgentConfig::default());
+        assert_eq!(c.agent("codex"), &AgentConfig::default());
     }
 
     #[test]

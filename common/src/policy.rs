@@ -16,7 +16,7 @@ use std::rc::Rc;
 use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
 use crate::profile;
-use crate::realpath::{EntryKind as Kind, Listing, PathMap, Resolver};
+use crate::realpath::{EntryKind as Kind, Listing, Resolver};
 use crate::worktree::{is_system_directory, GitLayout, Worktree};
 
 /// What a rule grants.
@@ -291,36 +291,59 @@ impl Builder {
 
     /// Drops rules covered by an ancestor (or equal path) with at least the same access.
     ///
-    /// A rule kept earlier covers a later one when its path is one of the later path's
-    /// [`ancestors_or_self`] with at least the same access: a lookup per ancestor in a map of
-    /// kept paths, rather than a comparison with every kept rule (quadratic, and the whole
-    /// cost of building a policy with hundreds of configured paths).
+    /// In path order with `/` sorting before every other byte, a directory comes right
+    /// before everything beneath it, so one sweep with a stack of the kept ancestors of the
+    /// current path decides each rule: O(n log n) comparisons of bytes, rather than a lookup
+    /// per ancestor of each path (the whole cost of building a policy with hundreds of
+    /// configured paths). The kept rules come out strongest grant first, then shortest path.
     fn dedup(&mut self) -> Vec<Rule> {
-        let mut rules = std::mem::take(&mut self.rules);
-        // Stronger grants first, then shorter paths, so covering rules are seen first.
-        rules.sort_by(|a, b| {
+        let rules = std::mem::take(&mut self.rules);
+        let bytes = |i: usize| rules[i].path.as_os_str().as_bytes();
+        let mut order: Vec<usize> = (0..rules.len()).collect();
+        // Equal paths: the stronger grant first, so it covers the others.
+        order.sort_by(|&a, &b| {
+            path_order(bytes(a), bytes(b)).then_with(|| rules[b].access.cmp(&rules[a].access))
+        });
+        let mut keep = vec![false; rules.len()];
+        // Kept rules that are ancestors (or the same path) of the current one, outermost
+        // first, each with the strongest access on the way down to it.
+        let mut stack: Vec<(usize, Access)> = Vec::new();
+        for i in order {
+            let path = bytes(i);
+            while stack
+                .last()
+                .is_some_and(|&(j, _)| !within_bytes(path, bytes(j)))
+            {
+                stack.pop();
+            }
+            let above = stack.last().map(|&(_, access)| access);
+            if above.is_some_and(|access| access >= rules[i].access) {
+                continue;
+            }
+            keep[i] = true;
+            stack.push((i, above.map_or(rules[i].access, |a| a.max(rules[i].access))));
+        }
+        let mut kept: Vec<Rule> = rules
+            .into_iter()
+            .zip(keep)
+            .filter_map(|(rule, keep)| keep.then_some(rule))
+            .collect();
+        kept.sort_by(|a, b| {
             b.access
                 .cmp(&a.access)
                 .then_with(|| a.path.as_os_str().len().cmp(&b.path.as_os_str().len()))
         });
-        let mut keep = vec![false; rules.len()];
-        let mut kept: PathMap<&[u8], Access> = PathMap::default();
-        kept.reserve(rules.len());
-        for (rule, keep) in rules.iter().zip(keep.iter_mut()) {
-            let path = rule.path.as_os_str().as_bytes();
-            let covered = ancestors_or_self(path)
-                .any(|d| kept.get(d).is_some_and(|&access| access >= rule.access));
-            if !covered {
-                *keep = true;
-                let access = kept.entry(path).or_insert(rule.access);
-                *access = (*access).max(rule.access);
-            }
-        }
-        rules
-            .into_iter()
-            .zip(keep)
-            .filter_map(|(rule, keep)| keep.then_some(rule))
-            .collect()
+        kept
+    }
+}
+
+/// Orders paths by component: as bytes, but with `/` before every other byte, so that
+/// `/a` < `/a/b` < `/a-b` (plain byte order puts `/a-b` between the other two).
+fn path_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let key = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => key(a[i]).cmp(&key(b[i])),
+        None => a.len().cmp(&b.len()),
     }
 }
 
@@ -357,24 +380,15 @@ fn lexical_join(dir: &Path, text: &Path) -> PathBuf {
     PathBuf::from(OsString::from_vec(out))
 }
 
-/// Every `dir` for which [`within`]`(path, dir)` holds: `path` itself, each prefix that ends
-/// just before a `/` (the empty one included, though no rule has an empty path), and `/`.
-fn ancestors_or_self(path: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let prefixes = path
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|&(_, &b)| b == b'/')
-        .map(move |(i, _)| &path[..i]);
-    let root = (path.first() == Some(&b'/') && path != b"/").then_some(&b"/"[..]);
-    std::iter::once(path).chain(prefixes).chain(root)
-}
-
 /// Whether `path` is `dir` or beneath it. Both are real paths (absolute, no `.`/`..`, no
 /// trailing `/`), so comparing bytes is exact — and much cheaper than `Path::starts_with`,
 /// which re-parses components, on a hot path that compares hundreds of rules.
 fn within(path: &Path, dir: &Path) -> bool {
-    let (p, d) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    within_bytes(path.as_os_str().as_bytes(), dir.as_os_str().as_bytes())
+}
+
+/// [`within`], on the paths' bytes.
+fn within_bytes(p: &[u8], d: &[u8]) -> bool {
     p.starts_with(d) && (p.len() == d.len() || d == b"/" || p[d.len()] == b'/')
 }
 
@@ -911,20 +925,75 @@ mod tests {
     }
 
     #[test]
-    fn ancestors_or_self_are_exactly_the_dirs_within_accepts() {
-        let paths = [
-            "/", "/a", "/a/b", "/a/b/c", "/ab", "/a/bc", "/a//b", "/a/", "/b/a", "",
+    fn dedup_keeps_exactly_the_rules_nothing_else_covers() {
+        use Access::*;
+        let rules = [
+            ("/a", ReadOnly),
+            ("/a/b", ReadOnly),
+            ("/a/b", ReadWrite),
+            ("/a-b", ListOnly),
+            ("/a-b/c", ReadOnly),
+            ("/ab", ReadWrite),
+            ("/a/b/c", ReadWrite),
+            ("/a/b/c", Device),
+            ("/a/bc", ReadOnly),
+            ("/a/b/c/d", ReadOnly),
+            ("/", ListOnly),
+            ("/x/y", ListOnly),
+            ("/a", ReadOnly),
         ];
-        for p in paths {
-            let ancestors: Vec<&[u8]> = ancestors_or_self(p.as_bytes()).collect();
-            for d in paths {
-                assert_eq!(
-                    ancestors.contains(&d.as_bytes()),
-                    within(Path::new(p), Path::new(d)),
-                    "path {p:?}, dir {d:?}"
-                );
+        let mut b = Builder {
+            rules: Vec::new(),
+            resolver: Resolver::default(),
+            listings: Listings::default(),
+        };
+        for (path, access) in rules {
+            b.push(PathBuf::from(path), true, access, "test".into());
+        }
+        let kept: Vec<(String, Access)> = b
+            .dedup()
+            .into_iter()
+            .map(|r| (r.path.to_string_lossy().into_owned(), r.access))
+            .collect();
+        // Naive: a rule goes if another one (the first of equals) on it or an ancestor
+        // grants at least as much.
+        let mut want: Vec<(&str, Access)> = Vec::new();
+        for (i, &(p, a)) in rules.iter().enumerate() {
+            let covered = rules.iter().enumerate().any(|(j, &(q, c))| {
+                j != i
+                    && within(Path::new(p), Path::new(q))
+                    && (c > a || (c == a && (p != q || j < i)))
+            });
+            if !covered {
+                want.push((p, a));
             }
         }
+        want.sort_by(|x, y| y.1.cmp(&x.1).then_with(|| x.0.len().cmp(&y.0.len())));
+        let owned: Vec<(String, Access)> = want.iter().map(|&(p, a)| (p.to_string(), a)).collect();
+        assert_eq!(kept, owned);
+        assert_eq!(
+            want,
+            [
+                ("/a/b/c", Device),
+                ("/ab", ReadWrite),
+                ("/a/b", ReadWrite),
+                ("/a", ReadOnly),
+                ("/a-b/c", ReadOnly),
+                ("/", ListOnly)
+            ]
+        );
+    }
+
+    #[test]
+    fn path_order_puts_a_directory_right_before_its_contents() {
+        let mut paths = vec![
+            "/a-b", "/a/b/c", "/ab", "/a", "/", "/a/b", "/a.b/c", "/a/b-c",
+        ];
+        paths.sort_by(|a, b| path_order(a.as_bytes(), b.as_bytes()));
+        assert_eq!(
+            paths,
+            ["/", "/a", "/a/b", "/a/b/c", "/a/b-c", "/a-b", "/a.b/c", "/ab"]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! A resolver's memory is only as fresh as the moment it learnt each directory: make one per
 //! policy build (the drain daemon builds many over its life), never a global one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::hash::BuildHasherDefault;
 use std::io;
@@ -60,7 +60,6 @@ impl PathHasher {
 }
 
 pub(crate) type PathSet<K> = HashSet<K, BuildHasherDefault<PathHasher>>;
-pub(crate) type PathMap<K, V> = HashMap<K, V, BuildHasherDefault<PathHasher>>;
 
 /// The parent of a plain path, by bytes (`Path::parent` parses components): everything
 /// before the last `/`, or `/` itself.
@@ -209,17 +208,23 @@ pub struct Resolver {
 
 impl Default for Resolver {
     fn default() -> Self {
-        // Room for the default policy's directories without growing.
+        Resolver::with_capacity(0)
+    }
+}
+
+impl Resolver {
+    /// A resolver with room for the default policy's directories and `paths` more (the
+    /// configured ones) without growing: rehashing hundreds of paths costs more than
+    /// resolving them.
+    pub fn with_capacity(paths: usize) -> Self {
         let mut real = PathSet::default();
-        real.reserve(64);
+        real.reserve(64 + paths);
         Resolver {
             real,
             links: PathSet::default(),
         }
     }
-}
 
-impl Resolver {
     /// Records the entries of the real directory `dir` that its listing shows to be
     /// symlinks: resolving them then needs no `lstat` before the `readlink`.
     pub fn learn_links<'a>(&mut self, dir: &Path, names: impl IntoIterator<Item = &'a [u8]>) {

@@ -121,7 +121,7 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
     }
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
-        allow.extend(config.agent(&args.agent).env_allow);
+        allow.extend(config.agent(&args.agent).env_allow.iter().cloned());
         allow.extend(args.env.iter().map(|n| EnvPattern::Exact(n.clone())));
         policy.env = EnvPolicy::for_agent(&args.agent, &allow);
     }
