@@ -16,6 +16,9 @@
 // LL_SECCOMP=1, or running it under a name that ends in "-seccomp", adds landwall's seccomp
 // filter (the same 41 instructions: TIOCSTI and TIOCLINUX refused; x86_64 only), to tell the
 // cost of a seccomp filter on every system call apart from the rest of landwall.
+//
+// Under a name that ends in "-same" it reads LL_SAME_RO and LL_SAME_RW instead: the bench
+// gives it landwall's own rule list there (`landwall policy --json`), rule for rule.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/filter.h>
@@ -150,7 +153,12 @@ int main(int argc, char **argv)
 		perror("minimal-sandboxer: create ruleset");
 		return 1;
 	}
-	if (add_paths(ruleset, "LL_FS_RO", FS_READ) || add_paths(ruleset, "LL_FS_RW", attr.handled_access_fs))
+	// Invoked as ...-same (bench/wall.sh: landwall's own rule list), the paths come from
+	// LL_SAME_RO and LL_SAME_RW, so that both sets can sit in one environment.
+	size_t len = strlen(argv[0]);
+	int same = len >= 5 && strcmp(argv[0] + len - 5, "-same") == 0;
+	if (add_paths(ruleset, same ? "LL_SAME_RO" : "LL_FS_RO", FS_READ) ||
+	    add_paths(ruleset, same ? "LL_SAME_RW" : "LL_FS_RW", attr.handled_access_fs))
 		return 1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
 		perror("minimal-sandboxer: no_new_privs");
@@ -162,7 +170,6 @@ int main(int argc, char **argv)
 	}
 	close(ruleset);
 	const char *sc = getenv("LL_SECCOMP");
-	size_t len = strlen(argv[0]);
 	int by_name = len >= 8 && strcmp(argv[0] + len - 8, "-seccomp") == 0;
 	if (by_name || (sc && strcmp(sc, "1") == 0)) {
 		struct sock_fprog fprog = { sizeof(tty_filter) / sizeof(tty_filter[0]), tty_filter };

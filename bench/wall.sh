@@ -9,6 +9,10 @@
 #   minimal   bench/minimal-sandboxer.c: one Landlock layer with equivalent paths and nothing
 #             else (the kernel sample's interface: LL_FS_RO, LL_FS_RW), built with gcc -O2
 #   minimal-sc  the same plus landwall's seccomp filter, which every system call then passes
+#   minimal-same  the minimal sandboxer with landwall's own rules, path for path (from
+#             `landwall policy --json` in the same place; read-only and list-only rules
+#             read-only, the rest read-write): the kernel's cost of that policy, for the
+#             launches
 #   bwrap     bubblewrap with an equivalent policy: read-only binds of /usr /etc /opt /sys,
 #             /proc and /dev, read-write binds of the worktree, /tmp and $HOME
 #   shim-dyn  the shim again, from the dynamically linked release build (when LANDWALL_DYNAMIC
@@ -121,6 +125,7 @@ fi
 ln -s /bin/true "$S/agents/claude-real"
 gcc -O2 -o "$S/bin/minimal-sandboxer" "$BENCH/minimal-sandboxer.c"
 ln "$S/bin/minimal-sandboxer" "$S/bin/minimal-sandboxer-seccomp"
+ln "$S/bin/minimal-sandboxer" "$S/bin/minimal-sandboxer-same"
 gcc -O2 -o "$S/bin/cpu-runs" "$BENCH/cpu-runs.c"
 ABI=$("$S/bin/minimal-sandboxer" --abi)
 
@@ -221,6 +226,20 @@ run_workload() {
   )
   local as=()
   [ "$mode" = user ] && as=(setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups --inh-caps=-all)
+  if [ "$job" = launch ] || [ "$job" = rules500 ]; then
+    # landwall's rules for this launch, as the minimal sandboxer's two lists.
+    local lists same_ro same_rw
+    lists=$(cd "$cwd" && "${as[@]}" env -i "${env[@]}" "$S/bin/landwall" policy --json | python3 -c '
+import json, sys
+rules = json.load(sys.stdin)["rules"]
+for kind in ("ro", "rw"):
+    print(":".join(r["path"] for r in rules
+                   if (r["access"] in ("read-only", "list-only")) == (kind == "ro")))')
+    { read -r same_ro; read -r same_rw; } <<<"$lists"
+    env+=(LL_SAME_RO="$same_ro" LL_SAME_RW="$same_rw")
+    names+=(minimal-same)
+    cmds+=("$S/bin/minimal-sandboxer-same ${cmd[*]}")
+  fi
   local n=${#names[@]} warmup=$((runs > 20 ? 20 : 1))
   # Every way must do the job: the same output, give or take what root without capabilities
   # cannot read (find under the shim skips /usr's mode-700 directories).
