@@ -1,10 +1,11 @@
 //! Dropping every capability before the wall goes up.
 //!
 //! Order: bounding set first (dropping it needs CAP_SETPCAP, which the later steps remove),
-//! then ambient, inheritable, effective, permitted. Each step is checked, and the result is
-//! read back: a set that is not empty afterwards is an error, never a warning.
+//! then ambient, then inheritable, effective and permitted together (one `capset`). Each
+//! step is checked, and the result is read back: a set that is not empty afterwards is an
+//! error, never a warning.
 
-use caps::CapSet;
+use std::io;
 
 use crate::sys;
 
@@ -32,7 +33,7 @@ pub enum CapsError {
 const CAP_LIMIT: u32 = 64;
 const CAP_SETPCAP: u32 = 8;
 
-fn drop_err(set: &'static str) -> impl Fn(caps::errors::CapsError) -> CapsError {
+fn drop_err(set: &'static str) -> impl Fn(io::Error) -> CapsError {
     move |e| CapsError::Drop {
         set,
         why: e.to_string(),
@@ -44,9 +45,8 @@ fn drop_err(set: &'static str) -> impl Fn(caps::errors::CapsError) -> CapsError 
 /// self-check, after the wall is up (`capget`, and `prctl` for the ambient and bounding
 /// sets).
 pub fn drop_all() -> Result<bool, CapsError> {
-    let have_setpcap = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP)
-        .map_err(drop_err("effective"))?;
-    let permitted = caps::read(None, CapSet::Permitted).map_err(drop_err("permitted"))?;
+    let [effective, permitted, _] = sys::capget().map_err(drop_err("effective"))?;
+    let have_setpcap = effective & (1 << CAP_SETPCAP) != 0;
     // 1. Bounding. Without CAP_SETPCAP the kernel forbids it; that only happens for a process
     //    that holds no capabilities at all, which — with no_new_privs set next — can never
     //    gain one through exec, so the bounding set is then moot rather than a hole.
@@ -63,16 +63,22 @@ pub fn drop_all() -> Result<bool, CapsError> {
                 }
             }
         }
-    } else if !permitted.is_empty() {
+    } else if permitted != 0 {
         return Err(CapsError::Drop {
             set: "bounding",
             why: format!("CAP_SETPCAP (capability {CAP_SETPCAP}) is not effective but other capabilities are permitted"),
         });
     }
-    // 2.–5. Ambient, inheritable, effective, permitted.
-    caps::clear(None, CapSet::Ambient).map_err(drop_err("ambient"))?;
-    caps::clear(None, CapSet::Inheritable).map_err(drop_err("inheritable"))?;
-    caps::clear(None, CapSet::Effective).map_err(drop_err("effective"))?;
-    caps::clear(None, CapSet::Permitted).map_err(drop_err("permitted"))?;
+    // 2. Ambient; 3.–5. inheritable, effective and permitted, in one capset.
+    sys::ambient_clear_all().map_err(drop_err("ambient"))?;
+    sys::capset_clear().map_err(drop_err("inheritable, effective and permitted"))?;
+    // Read back: the self-check asks again from inside the wall, but an error here names the
+    // step that failed.
+    let [eff, prm, inh] = sys::capget().map_err(drop_err("effective"))?;
+    for (set, bits) in [("effective", eff), ("permitted", prm), ("inheritable", inh)] {
+        if bits != 0 {
+            return Err(CapsError::StillHeld { set });
+        }
+    }
     Ok(have_setpcap)
 }

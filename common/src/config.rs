@@ -343,9 +343,11 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(read_err(e)),
     };
+    let mut text = String::new();
     if trust == Trust::RootOwned {
         // Checked on the opened file, so a swap after the check cannot change what is read.
         let meta = file.metadata().map_err(read_err)?;
+        text.reserve(usize::try_from(meta.len()).unwrap_or(0));
         let dir = path.parent().unwrap_or(Path::new("/"));
         let dir_meta = std::fs::metadata(dir).map_err(read_err)?;
         // A sticky directory (like /var/tmp) does not let others replace root's file.
@@ -370,8 +372,12 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
             }
         }
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text).map_err(read_err)?;
+    // Through `Take`: `File`'s own read_to_string asks the kernel for the size again (statx,
+    // lseek) on every launch.
+    (&mut file)
+        .take(u64::MAX)
+        .read_to_string(&mut text)
+        .map_err(read_err)?;
     Ok(Some(text))
 }
 

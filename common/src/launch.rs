@@ -431,6 +431,7 @@ mod tests {
             real_agent: None,
             config: &config,
             is_root: false,
+            link_cache: None,
         })
         .expect("policy");
         let exec = Exec::new(Path::new("/bin/true"), &["claude".into()], &[]).expect("exec");

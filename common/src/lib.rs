@@ -14,6 +14,7 @@ pub mod caps;
 pub mod config;
 pub mod env;
 pub mod launch;
+pub mod linkcache;
 pub mod plan;
 pub mod policy;
 pub mod profile;

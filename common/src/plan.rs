@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::agent::{self, FileId, Found};
 use crate::config::{Config, HomeMode};
 use crate::launch::Exec;
+use crate::linkcache::LinkCache;
 use crate::policy::{self, Inputs, Policy};
 use crate::profile;
 use crate::realpath::Resolver;
@@ -99,6 +100,7 @@ pub fn build_policy(
     }
     let wt = worktree::discover_with(cwd, override_dir, &mut resolver)?;
     let home = var(vars, "HOME").map(Path::new);
+    let link_cache = LinkCache::in_runtime_dir(var(vars, "XDG_RUNTIME_DIR"));
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {
         ensure_state_dirs(agent, home)?;
     }
@@ -110,6 +112,7 @@ pub fn build_policy(
             real_agent: real,
             config,
             is_root: nix::unistd::geteuid().is_root(),
+            link_cache: link_cache.as_ref(),
         },
         resolver,
     )?)

@@ -15,6 +15,7 @@ use std::rc::Rc;
 
 use crate::config::{Config, DenyPattern, HomeMode, Network};
 use crate::env::EnvPolicy;
+use crate::linkcache::{Key, LinkCache};
 use crate::profile;
 use crate::realpath::{EntryKind as Kind, Listing, Resolver};
 use crate::worktree::{is_system_directory, GitLayout, Worktree};
@@ -125,6 +126,8 @@ pub struct Inputs<'a> {
     pub config: &'a Config,
     /// Whether the agent runs as root (root's own secrets in /etc are then denied).
     pub is_root: bool,
+    /// Where the names of the scanned directories' links are kept between launches.
+    pub link_cache: Option<&'a LinkCache>,
 }
 
 /// Read-only roots that must exist on any system landwall supports.
@@ -249,22 +252,14 @@ impl Builder {
     /// not an `lstat` per component of the target and of every link after it (`/etc/mtab` →
     /// `/proc/mounts` → `self/mounts` → a fresh `/proc/<pid>`). Skipping a link can only
     /// grant less, never more.
-    fn follow_links(&mut self, dir: &Path) {
-        let Some(entries) = self.listings.get(dir) else {
+    fn follow_links(&mut self, dir: &Path, cache: Option<&LinkCache>) {
+        let Some(names) = self.link_names(dir, cache) else {
             return;
         };
-        // The listing says which entries are links: no `lstat` before each `readlink`.
-        self.resolver.learn_links(
-            dir,
-            entries
-                .entries
-                .iter()
-                .filter(|e| e.kind == Kind::Symlink)
-                .map(|e| entries.name(e).as_bytes()),
-        );
         let mut targets = Vec::new();
-        for entry in entries.entries.iter().filter(|e| e.kind == Kind::Symlink) {
-            let link = child(dir, entries.name(entry));
+        for name in names {
+            // Not a link (any more, or a forged cache entry): `readlink` says EINVAL.
+            let link = child(dir, OsStr::from_bytes(&name));
             let Ok(text) = std::fs::read_link(&link) else {
                 continue;
             };
@@ -287,6 +282,36 @@ impl Builder {
             let reason = format!("target of {}", link.display());
             self.push(target, is_dir, Access::ReadOnly, reason.into());
         }
+    }
+
+    /// The names of `dir`'s entries that are symlinks: from the cache when it has them for
+    /// `dir` as it is now, else from a listing (which the resolver then learns from, and the
+    /// cache keeps). `None`: `dir` cannot be read.
+    fn link_names(&mut self, dir: &Path, cache: Option<&LinkCache>) -> Option<Vec<Vec<u8>>> {
+        // The key is taken before the listing: a change during it makes the key stale, never
+        // the names.
+        let cached = cache.and_then(|c| Key::of(dir).map(|key| (c, key)));
+        if let Some((cache, key)) = &cached {
+            if let Some(names) = cache.names(dir, key) {
+                return Some(names);
+            }
+        }
+        let entries = self.listings.get(dir)?;
+        let names: Vec<&[u8]> = entries
+            .entries
+            .iter()
+            .filter(|e| e.kind == Kind::Symlink)
+            .map(|e| entries.name(e).as_bytes())
+            .collect();
+        // The listing says which entries are links: no `lstat` before each `readlink`.
+        self.resolver.learn_links(dir, names.iter().copied());
+        if let Some((cache, key)) = &cached {
+            if let Err(e) = cache.store(dir, key, &names) {
+                // Only the next launch's speed depends on it.
+                log::debug!("link cache for {}: {e}", dir.display());
+            }
+        }
+        Some(names.into_iter().map(<[u8]>::to_vec).collect())
     }
 
     /// Drops rules covered by an ancestor (or equal path) with at least the same access.
@@ -407,6 +432,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         real_agent,
         config,
         is_root,
+        link_cache,
     } = inputs;
     let agent_config = config.agent(agent);
     let mut b = Builder {
@@ -521,7 +547,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         )?;
     }
     for dir in LINK_SCAN {
-        b.follow_links(Path::new(dir));
+        b.follow_links(Path::new(dir), link_cache);
     }
 
     // Carve the denied paths out of whatever grants them.
@@ -755,6 +781,7 @@ mod tests {
             real_agent: None,
             config,
             is_root: false,
+            link_cache: None,
         }
     }
 
@@ -895,7 +922,7 @@ mod tests {
             listings: Listings::default(),
         };
         b.add(&granted, Access::ReadOnly, "granted").expect("grant");
-        b.follow_links(&scan);
+        b.follow_links(&scan, None);
         let paths: Vec<&Path> = b.rules.iter().map(|r| r.path.as_path()).collect();
         assert_eq!(paths, [granted.as_path(), s.0.join("out2/file").as_path()]);
         assert!(!b.covers(&s.0.join("out1")));

@@ -445,3 +445,42 @@ pub fn capget() -> io::Result<[u64; 3]> {
         join(data[0].inheritable, data[1].inheritable),
     ])
 }
+
+/// Empties the effective, permitted and inheritable sets in one `capset(2)`.
+pub fn capset_clear() -> io::Result<()> {
+    let mut header = CapHeader {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: the kernel reads the header (and may write its version field back) and reads
+    // two `CapData` (version 3), all borrowed for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        )
+    };
+    zero_or_errno(rc)
+}
+
+/// Empties the ambient set (`PR_CAP_AMBIENT_CLEAR_ALL`).
+pub fn ambient_clear_all() -> io::Result<()> {
+    // SAFETY: prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL) takes integers only and touches
+    // no memory of ours.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -87,6 +87,8 @@ pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
         real_agent: Some(inputs.exe),
         config: &config,
         is_root: inputs.is_root,
+        // The daemon walls itself once per start: no cache to keep.
+        link_cache: None,
     })?;
     for rule in &mut p.rules {
         if rule.path == spool {

@@ -1004,3 +1004,115 @@ fn denials_after_exec_are_audited() {
         "the shim's self-check was audited"
     );
 }
+
+/// Waits until `/etc` has been left alone for three seconds (the link cache stores nothing
+/// for a directory changed in the last two, whose timestamps may not show a change yet).
+fn etc_settled() {
+    let age = |t: std::io::Result<std::time::SystemTime>| {
+        t.ok().and_then(|t| t.elapsed().ok()).unwrap_or_default()
+    };
+    let meta = std::fs::metadata("/etc").expect("stat /etc");
+    let ctime = std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            std::os::unix::fs::MetadataExt::ctime(&meta) as u64,
+            std::os::unix::fs::MetadataExt::ctime_nsec(&meta) as u32,
+        );
+    let youngest = age(meta.modified()).min(age(Ok(ctime)));
+    let settle = std::time::Duration::from_secs(3);
+    if youngest < settle {
+        std::thread::sleep(settle - youngest);
+    }
+}
+
+/// A private `$XDG_RUNTIME_DIR` for the link cache, as logind makes it.
+fn runtime_dir(sb: &Sandbox) -> std::path::PathBuf {
+    let run = sb.root.join("run");
+    std::fs::create_dir(&run).expect("mkdir run");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    run
+}
+
+fn policy_rules(sb: &Sandbox, runtime: Option<&Path>) -> Vec<(String, String)> {
+    let mut c = sb.landwall();
+    c.args(["policy", "--json"]);
+    if let Some(dir) = runtime {
+        c.env("XDG_RUNTIME_DIR", dir);
+    }
+    let out = run(&mut c);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut rules: Vec<(String, String)> = json["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().expect("path").to_string(),
+                r["access"].as_str().expect("access").to_string(),
+            )
+        })
+        .collect();
+    rules.sort();
+    rules
+}
+
+#[test]
+fn link_cache_gives_the_listings_policy_and_the_agent_cannot_write_it() {
+    let sb = Sandbox::new("linkcache");
+    let run_dir = runtime_dir(&sb);
+    etc_settled();
+    let listed = policy_rules(&sb, None);
+    // The first launch with a runtime dir lists /etc and keeps the names of its links.
+    let cache = run_dir.join("landwall/links%etc");
+    let first = policy_rules(&sb, Some(&run_dir));
+    assert!(cache.exists(), "no cache written at {}", cache.display());
+    assert_eq!(first, listed);
+    let kept = std::fs::read(&cache).expect("read cache");
+    // The second takes them from the cache: the same policy.
+    assert_eq!(policy_rules(&sb, Some(&run_dir)), listed);
+    // Inside the wall the cache cannot be rewritten or added to.
+    sb.agent_script(
+        "claude",
+        &format!(
+            "\"{h}\" write \"{c}\"; echo \"write -> $?\"\n\"{h}\" write \"{n}\"; echo \"create -> $?\"",
+            h = sb.probe().display(),
+            c = cache.display(),
+            n = run_dir.join("landwall/links%new").display()
+        ),
+    );
+    let out = run(sb.shim("claude").env("XDG_RUNTIME_DIR", &run_dir));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("write -> {EACCES}\ncreate -> {EACCES}\n")
+    );
+    assert_eq!(std::fs::read(&cache).expect("read cache"), kept);
+}
+
+#[test]
+fn a_forged_link_cache_grants_nothing_more() {
+    let sb = Sandbox::new("linkforge");
+    let run_dir = runtime_dir(&sb);
+    etc_settled();
+    let listed = policy_rules(&sb, None);
+    let cache = run_dir.join("landwall/links%etc");
+    let _ = policy_rules(&sb, Some(&run_dir));
+    let text = std::fs::read(&cache).expect("read cache");
+    let key_end = text.iter().position(|&b| b == b'\n').expect("key line") + 1;
+    // Same key (the file looks current), other names: files and directories that are not
+    // links, a path, a name that does not exist, and one real link kept.
+    let mut forged = text[..key_end].to_vec();
+    for name in ["passwd", "ssl", "../root", "no-such-entry", ""] {
+        forged.extend_from_slice(name.as_bytes());
+        forged.push(0);
+    }
+    if let Some(real_link) = text[key_end..].split(|&b| b == 0).find(|n| !n.is_empty()) {
+        forged.extend_from_slice(real_link);
+        forged.push(0);
+    }
+    std::fs::write(&cache, &forged).expect("forge cache");
+    let from_forgery = policy_rules(&sb, Some(&run_dir));
+    for rule in &from_forgery {
+        assert!(listed.contains(rule), "forged cache added {rule:?}");
+    }
+}
