@@ -12,6 +12,8 @@
 // A NAME that ends in "@tty" runs its command on a terminal: in a new session whose
 // controlling terminal is a pseudo-terminal cpu-runs made (stdout and stderr still go to
 // /dev/null). landwall installs its terminal filter only when a terminal is within reach.
+// A NAME that ends in "@cold" runs its command without XDG_RUNTIME_DIR, where landwall keeps
+// the names of /etc's links between launches (as in a CI job, which has no login session).
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -72,6 +74,8 @@ int main(int argc, char **argv)
 						_exit(126);
 					close(t);
 				}
+				if (len > 5 && strcmp(name + len - 5, "@cold") == 0)
+					unsetenv("XDG_RUNTIME_DIR");
 				int fd = open("/dev/null", O_WRONLY);
 				dup2(fd, 1);
 				dup2(fd, 2);

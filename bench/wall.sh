@@ -164,6 +164,10 @@ for m in root user; do
   printf '[safe]\n\tdirectory = *\n' >"$S/home-$m/.gitconfig"
 done
 chown -R "$BENCH_USER:" "$S/home-user"
+# Each mode's $XDG_RUNTIME_DIR, private as logind makes it: a login session has one, and the
+# shim keeps the names of /etc's links there between launches.
+install -d -m 700 "$S/run-root"
+install -d -m 700 -o "$BENCH_USER" -g "$BENCH_USER" "$S/run-user"
 mkdir -p "$OUT/user"
 chown "$BENCH_USER:" "$OUT/user"
 
@@ -221,6 +225,7 @@ run_workload() {
   local env=(
     PATH="$S/shims:$S/agents:/usr/local/bin:/usr/bin:/bin"
     HOME="$home" TERM=xterm LANG=C.UTF-8 USER="$who" LOGNAME="$who"
+    XDG_RUNTIME_DIR="$S/run-$mode"
     LANDWALL_CONFIG="$config"
     LL_FS_RO="$(join "${ro[@]}")" LL_FS_RW="$(join "${rw[@]}")"
   )
@@ -291,6 +296,8 @@ for kind in ("ro", "rw"):
   # installs its terminal filter; every other run here has no terminal, like a CI job.
   if [ "$job" = launch ]; then
     cpu_args+=("shim@tty" "${cmds[1]}")
+    # And without $XDG_RUNTIME_DIR (a CI job), where the shim lists /etc on every launch.
+    cpu_args+=("shim@cold" "${cmds[1]}")
   fi
   (cd "$cwd" && "${as[@]}" env -i "${env[@]}" CPU_RUNS_MAX_STATUS=$max_status \
     "$S/bin/cpu-runs" "$cruns" "$OUT/$mode/$job.cpu.tsv" "${cpu_args[@]}")
