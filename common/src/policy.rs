@@ -141,6 +141,11 @@ const OPTIONAL_READ_ONLY: &[&str] = &[
 /// (`/etc/resolv.conf` → `/run/systemd/resolve/…`). Only one level: a deep walk of `/usr`
 /// would cost milliseconds on every launch for links that all stay inside `/usr`.
 const LINK_SCAN: &[&str] = &["/etc", "/opt"];
+/// How many configured paths must share a directory before it is listed rather than each
+/// path `lstat`ed ([`Builder::prelist`]).
+const PRELIST_MIN: usize = 16;
+/// A listed directory may take up to this many bytes per configured path in it.
+const PRELIST_BYTES: u64 = 256;
 /// Devices every agent needs, read-write without ioctls.
 const DEVICES: &[&str] = &[
     "/dev/null",
@@ -312,6 +317,34 @@ impl Builder {
             }
         }
         Some(names.into_iter().map(<[u8]>::to_vec).collect())
+    }
+
+    /// Lists each directory that holds many of `paths` (at least [`PRELIST_MIN`]), once, so
+    /// that the resolver knows its entries: one `getdents64` instead of an `lstat` per path.
+    /// Not a directory much larger than what is asked of it (its size, which on the common
+    /// file systems grows with its entries, above [`PRELIST_BYTES`] per path asked): listing
+    /// ten thousand entries for twenty paths would cost more than it saves.
+    fn prelist<'p>(&mut self, paths: impl Iterator<Item = &'p PathBuf>) {
+        let mut parents: Vec<&[u8]> = paths
+            .filter_map(|p| crate::realpath::plain_parent(p.as_os_str().as_bytes()))
+            .collect();
+        parents.sort_unstable();
+        for group in parents.chunk_by(|a, b| a == b) {
+            if group.len() < PRELIST_MIN {
+                continue;
+            }
+            let parent = Path::new(OsStr::from_bytes(group[0]));
+            let Ok((real, true)) = self.resolver.resolve(parent) else {
+                continue;
+            };
+            let small = std::fs::metadata(&real)
+                .is_ok_and(|m| m.len() <= PRELIST_BYTES * group.len() as u64);
+            if small {
+                if let Some(listing) = self.listings.get(&real) {
+                    self.resolver.learn_listing(&real, &listing);
+                }
+            }
+        }
     }
 
     /// Drops rules covered by an ancestor (or equal path) with at least the same access.
@@ -509,6 +542,17 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         Path::new("/dev/shm"),
         Access::ReadWrite,
         "POSIX shared memory",
+    );
+    b.prelist(
+        [
+            &config.devices,
+            &config.writable,
+            &agent_config.writable,
+            &config.read_only,
+            &agent_config.read_only,
+        ]
+        .into_iter()
+        .flatten(),
     );
     for dev in &config.devices {
         b.add(dev, Access::Device, "`devices` in the configuration")?;

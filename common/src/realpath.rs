@@ -87,7 +87,7 @@ pub enum EntryKind {
 /// The parent of `path` if `path` is plain: absolute, not `/` itself, and every component
 /// after the root non-empty and neither `.` nor `..` (no `//`, no trailing `/`). A plain path
 /// whose parent is real is real unless its last component is a symlink.
-fn plain_parent(path: &[u8]) -> Option<&[u8]> {
+pub(crate) fn plain_parent(path: &[u8]) -> Option<&[u8]> {
     let rest = path.strip_prefix(b"/")?;
     let plain = !rest.is_empty()
         && rest
@@ -204,6 +204,9 @@ pub struct Resolver {
     real: PathSet<Vec<u8>>,
     /// Paths a directory listing showed to be symlinks ([`Resolver::learn_links`]).
     links: PathSet<Vec<u8>>,
+    /// Paths a directory listing showed to be neither directories nor symlinks
+    /// ([`Resolver::learn_listing`]): real, and not directories.
+    files: PathSet<Vec<u8>>,
 }
 
 impl Default for Resolver {
@@ -222,20 +225,45 @@ impl Resolver {
         Resolver {
             real,
             links: PathSet::default(),
+            files: PathSet::default(),
         }
     }
 
     /// Records the entries of the real directory `dir` that its listing shows to be
     /// symlinks: resolving them then needs no `lstat` before the `readlink`.
     pub fn learn_links<'a>(&mut self, dir: &Path, names: impl IntoIterator<Item = &'a [u8]>) {
+        self.learn(dir, names.into_iter().map(|n| (n, EntryKind::Symlink)));
+    }
+
+    /// Records what the listing of the real directory `dir` says of each entry, so that
+    /// resolving an entry needs no `lstat`: the way to resolve hundreds of configured paths
+    /// side by side with one `getdents64` (an entry the listing could not type is still
+    /// looked at).
+    pub(crate) fn learn_listing(&mut self, dir: &Path, listing: &Listing) {
+        self.learn(
+            dir,
+            listing
+                .entries
+                .iter()
+                .map(|e| (listing.name(e).as_bytes(), e.kind)),
+        );
+    }
+
+    fn learn<'a>(&mut self, dir: &Path, entries: impl Iterator<Item = (&'a [u8], EntryKind)>) {
         let dir = dir.as_os_str().as_bytes();
         let base: &[u8] = if dir == b"/" { b"" } else { dir };
-        for name in names {
+        for (name, kind) in entries {
+            let set = match kind {
+                EntryKind::Dir => &mut self.real,
+                EntryKind::Symlink => &mut self.links,
+                EntryKind::Other => &mut self.files,
+                EntryKind::Unknown => continue,
+            };
             let mut path = Vec::with_capacity(base.len() + 1 + name.len());
             path.extend_from_slice(base);
             path.push(b'/');
             path.extend_from_slice(name);
-            self.links.insert(path);
+            set.insert(path);
         }
     }
 
@@ -290,6 +318,9 @@ impl Resolver {
             if self.real.contains(bytes) {
                 return Ok((path.to_path_buf(), true));
             }
+            if self.files.contains(bytes) {
+                return Ok((path.to_path_buf(), false));
+            }
             if !self.links.contains(bytes) {
                 let meta = std::fs::symlink_metadata(path)?;
                 if !meta.file_type().is_symlink() {
@@ -333,6 +364,10 @@ impl Resolver {
             out.push(b'/');
             out.extend_from_slice(&rest[name]);
             if self.real.contains(out.as_slice()) {
+                continue;
+            }
+            if self.files.contains(out.as_slice()) {
+                is_dir = false;
                 continue;
             }
             // A link a listing showed needs no `lstat`; only a symlink goes on below.
@@ -396,6 +431,44 @@ mod tests {
         assert_eq!(plain_parent(b"/a"), Some(&b"/"[..]));
         for p in ["/", "a/b", "/a/", "/a//b", "/a/./b", "/a/../b", "/a/.", ""] {
             assert_eq!(plain_parent(p.as_bytes()), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn a_listing_answers_as_lstat_would() {
+        let s = Scratch::new("listed");
+        let dir = s.0.join("dir");
+        fs::create_dir_all(dir.join("sub")).expect("mkdir");
+        fs::create_dir_all(s.0.join("elsewhere/x")).expect("mkdir");
+        fs::write(dir.join("file"), "x").expect("write");
+        std::os::unix::fs::symlink(s.0.join("elsewhere"), dir.join("link")).expect("symlink");
+        std::os::unix::fs::symlink("file", dir.join("filelink")).expect("symlink");
+        let listing = Listing::read(&dir, &mut vec![0; 8192]).expect("list");
+        let mut listed = Resolver::default();
+        listed.learn_listing(&dir, &listing);
+        listed.trust_real_dir(&dir);
+        let names = [
+            "sub",
+            "file",
+            "link",
+            "filelink",
+            "link/x",
+            "link/.",
+            "sub/..",
+            "file/x",
+            "filelink/",
+            "missing",
+            "link/x/../x",
+        ];
+        for name in names {
+            let path = dir.join(name);
+            let want = Resolver::default().resolve(&path);
+            let got = listed.resolve(&path);
+            match (&want, &got) {
+                (Ok(w), Ok(g)) => assert_eq!(w, g, "{name}"),
+                (Err(w), Err(g)) => assert_eq!(w.raw_os_error(), g.raw_os_error(), "{name}"),
+                _ => panic!("{name}: lstat says {want:?}, the listing {got:?}"),
+            }
         }
     }
 
