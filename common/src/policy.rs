@@ -326,7 +326,8 @@ impl Builder {
     /// ten thousand entries for twenty paths would cost more than it saves.
     fn prelist<'p>(&mut self, paths: impl Iterator<Item = &'p PathBuf>) {
         let mut parents: Vec<&[u8]> = paths
-            .filter_map(|p| crate::realpath::plain_parent(p.as_os_str().as_bytes()))
+            .filter(|p| p.is_absolute())
+            .filter_map(|p| crate::realpath::parent_bytes(p.as_os_str().as_bytes()))
             .collect();
         parents.sort_unstable();
         for group in parents.chunk_by(|a, b| a == b) {
@@ -399,9 +400,19 @@ impl Builder {
 /// `/a` < `/a/b` < `/a-b` (plain byte order puts `/a-b` between the other two).
 fn path_order(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     let key = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
-    match a.iter().zip(b).position(|(x, y)| x != y) {
-        Some(i) => key(a[i]).cmp(&key(b[i])),
-        None => a.len().cmp(&b.len()),
+    // The common prefix eight bytes at a time: sorted paths share long ones.
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n && a[i..i + 8] == b[i..i + 8] {
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    if i < n {
+        key(a[i]).cmp(&key(b[i]))
+    } else {
+        a.len().cmp(&b.len())
     }
 }
 

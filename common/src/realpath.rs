@@ -88,15 +88,21 @@ pub enum EntryKind {
 /// after the root non-empty and neither `.` nor `..` (no `//`, no trailing `/`). A plain path
 /// whose parent is real is real unless its last component is a symlink.
 pub(crate) fn plain_parent(path: &[u8]) -> Option<&[u8]> {
+    // One pass over the bytes (on every configured path, so no iterator per component).
     let rest = path.strip_prefix(b"/")?;
-    let plain = !rest.is_empty()
-        && rest
-            .split(|&c| c == b'/')
-            .all(|c| !c.is_empty() && c != b"." && c != b"..");
-    if plain {
-        parent_bytes(path)
-    } else {
-        None
+    let mut start = 0;
+    loop {
+        let end = rest[start..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(rest.len(), |i| start + i);
+        if matches!(&rest[start..end], b"" | b"." | b"..") {
+            return None;
+        }
+        if end == rest.len() {
+            return parent_bytes(path);
+        }
+        start = end + 1;
     }
 }
 
@@ -312,24 +318,25 @@ impl Resolver {
             self.remember(&real, is_dir);
             return Ok((real, is_dir));
         }
-        // The common case, a plain path in a directory already known to be real (hundreds
-        // of configured paths side by side, `/dev/*`): one lookup and one `lstat`.
-        if plain_parent(bytes).is_some_and(|p| self.real.contains(p)) {
-            if self.real.contains(bytes) {
-                return Ok((path.to_path_buf(), true));
-            }
-            if self.files.contains(bytes) {
-                return Ok((path.to_path_buf(), false));
-            }
-            if !self.links.contains(bytes) {
-                let meta = std::fs::symlink_metadata(path)?;
-                if !meta.file_type().is_symlink() {
-                    let is_dir = meta.is_dir();
-                    if is_dir {
-                        self.real.insert(bytes.to_vec());
-                    }
-                    return Ok((path.to_path_buf(), is_dir));
+        // A path already known (a listing's entries): the sets hold real paths only, which
+        // resolve to themselves, so no other spelling can match.
+        if self.real.contains(bytes) {
+            return Ok((path.to_path_buf(), true));
+        }
+        if self.files.contains(bytes) {
+            return Ok((path.to_path_buf(), false));
+        }
+        // The common case, a plain path in a directory already known to be real (`/dev/*`,
+        // configured paths): one lookup and one `lstat` (a known link goes the long way).
+        if plain_parent(bytes).is_some_and(|p| self.real.contains(p)) && !self.links.contains(bytes)
+        {
+            let meta = std::fs::symlink_metadata(path)?;
+            if !meta.file_type().is_symlink() {
+                let is_dir = meta.is_dir();
+                if is_dir {
+                    self.real.insert(bytes.to_vec());
                 }
+                return Ok((path.to_path_buf(), is_dir));
             }
         }
         // The path still to walk is `rest[pos..]` (`None`: nothing, not even an empty name
