@@ -244,9 +244,25 @@ test-kernels: kernel-tools build
 # dynamic loader, relocations or shared-library faults on each launch, and a smaller peak
 # RSS (bench/results.md). Same sources, profile and features as `make release`; --target
 # keeps build scripts and proc-macros dynamic, for the host.
+#
+# The shim is laid out in the order of shim/hot-functions.txt (the functions a launch runs),
+# so that a launch faults in a few pages of code instead of one per 64 KiB of the binary: a
+# first build links with the order file as it stands (LANDWALL_HOT_ORDER, shim/build.rs),
+# scripts/hot-functions.sh maps the list to this build's symbols, and the binary is relinked
+# if that changed the file. A linker without --symbol-ordering-file (not lld) gets a build
+# without the order.
 release-static:
 	cd $(ROOT) && host=$$(rustc -vV | sed -n 's/^host: //p') && \
-	  RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target "$$host" -p landwall -p landwall-drain
+	  order='$(TARGET_DIR)'/$$host/hot-functions.order && mkdir -p "$${order%/*}" && { [ -e "$$order" ] || : >"$$order"; } && \
+	  build() { RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target "$$host" -p landwall -p landwall-drain; } && \
+	  if LANDWALL_HOT_ORDER="$$order" build; then \
+	    sh scripts/hot-functions.sh order '$(TARGET_DIR)'/$$host/release/landwall shim/hot-functions.txt "$$order.new" && \
+	    if cmp -s "$$order.new" "$$order"; then rm -f "$$order.new"; \
+	    else mv "$$order.new" "$$order" && LANDWALL_HOT_ORDER="$$order" build; fi; \
+	  else \
+	    echo "make release-static: linking with the function order failed (is the linker lld?); building without it" >&2; \
+	    build; \
+	  fi
 
 # What the benchmarks run, from Debian's archive, where missing.
 bench-tools:

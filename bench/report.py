@@ -328,6 +328,14 @@ def main():
         f"it grows more than {(limit - 1) * 100:.0f}% over bench/callgrind-baseline.txt "
         "(`BENCH_CALLGRIND_RECORD=1 bash bench/wall.sh` records a new one)."
     )
+    if "hot_total" in meta:
+        md.append("")
+        md.append(
+            f"The same runs name the functions a launch executes: {meta['hot_total']}, of which "
+            f"{meta['hot_missing']} are missing from shim/hot-functions.txt, the order the "
+            "release build lays the shim's code out in (make release-static; "
+            "`BENCH_CALLGRIND_RECORD=1` rewrites the list)."
+        )
     if "to-landlock" in cg_scope.values():
         md.append("")
         md.append(

@@ -351,28 +351,50 @@ for mode in root user; do
   # shim stops there with status 100 ("no Landlock"), and the count covers everything up to
   # the wall (start-up, configuration, agent, worktree, policy, environment, capabilities,
   # no_new_privs, the thread check), not the rules, seccomp and the self-check.
-  log=$(cd "$WT" && "${as[@]}" env -i PATH="$S/shims:$S/agents:/usr/bin:/bin" HOME="$S/home-$mode" \
-    TERM=xterm LANG=C.UTF-8 LANDWALL_CONFIG="$S/etc/landwall.toml" \
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$S/shims/claude" 2>&1) || true
-  n=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$log")
-  [ -n "$n" ] || die "callgrind gave no instruction count ($mode): $log"
-  if grep -q 'unhandled amd64-linux syscall: 444' <<<"$log"; then
-    echo "$mode $n to-landlock" >>"$OUT/callgrind.txt"
-  else
-    echo "$mode $n full" >>"$OUT/callgrind.txt"
-  fi
+  # The count is the launch as measured above (the mode's $XDG_RUNTIME_DIR, whose link cache
+  # the launches filled); a second run without it (a CI job's launch) only adds its
+  # functions to the list of those a launch runs (shim/hot-functions.txt).
+  for cache in warm cold; do
+    xdg=(XDG_RUNTIME_DIR="$S/run-$mode")
+    [ "$cache" = cold ] && xdg=()
+    log=$(cd "$WT" && "${as[@]}" env -i PATH="$S/shims:$S/agents:/usr/bin:/bin" HOME="$S/home-$mode" \
+      TERM=xterm LANG=C.UTF-8 LANDWALL_CONFIG="$S/etc/landwall.toml" "${xdg[@]}" \
+      valgrind --tool=callgrind --demangle=no --callgrind-out-file="$OUT/$mode/callgrind-$cache.out" \
+      "$S/shims/claude" 2>&1) || true
+    [ "$cache" = warm ] || continue
+    n=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$log")
+    [ -n "$n" ] || die "callgrind gave no instruction count ($mode): $log"
+    if grep -q 'unhandled amd64-linux syscall: 444' <<<"$log"; then
+      echo "$mode $n to-landlock" >>"$OUT/callgrind.txt"
+    else
+      echo "$mode $n full" >>"$OUT/callgrind.txt"
+    fi
+  done
 done
 echo "valgrind=$(valgrind --version)" >>"$OUT/meta-extra.txt"
+# The functions a launch ran, against the list the release build is laid out by.
+sh "$ROOT/scripts/hot-functions.sh" list "$OUT"/root/callgrind-*.out "$OUT"/user/callgrind-*.out >"$OUT/hot-functions.txt"
+hot_total=$(wc -l <"$OUT/hot-functions.txt")
+hot_missing=$(grep -v "^#" "$ROOT/shim/hot-functions.txt" | LC_ALL=C sort -u | LC_ALL=C comm -13 - <(LC_ALL=C sort -u "$OUT/hot-functions.txt") | wc -l)
+echo "hot_total=$hot_total" >>"$OUT/meta-extra.txt"
+echo "hot_missing=$hot_missing" >>"$OUT/meta-extra.txt"
 if [ "${BENCH_CALLGRIND_RECORD:-}" = 1 ]; then
   {
     echo "# Instructions of one shim launch (claude -> /bin/true, bench configuration, linked"
-    echo "# worktree) under valgrind --tool=callgrind, up to the exec. Recorded by"
-    echo "# BENCH_CALLGRIND_RECORD=1 bash bench/wall.sh on $(uname -r), $(date -u +%Y-%m-%d),"
-    echo "# landwall $(git -C "$ROOT" rev-parse --short HEAD). The count depends on the machine"
-    echo "# (root's /etc carve-out has an entry per file in /etc), so record it where you compare."
+    echo "# worktree, the link cache in \$XDG_RUNTIME_DIR filled) under valgrind --tool=callgrind, up"
+    echo "# to the exec. Recorded by BENCH_CALLGRIND_RECORD=1 bash bench/wall.sh on $(uname -r),"
+    echo "# $(date -u +%Y-%m-%d), landwall $(git -C "$ROOT" rev-parse --short HEAD). The count depends on the"
+    echo "# machine (root's /etc carve-out has an entry per file in /etc), so record it where you compare."
     cut -d' ' -f1-2 "$OUT/callgrind.txt"
   } >"$BENCH/callgrind-baseline.txt"
-  say "recorded bench/callgrind-baseline.txt"
+  {
+    echo "# The functions one shim launch runs (root and unprivileged, with and without the link"
+    echo "# cache), first seen first, without build-specific hashes: make release-static lays the"
+    echo "# shim out in this order (scripts/hot-functions.sh, shim/build.rs)."
+    echo "# BENCH_CALLGRIND_RECORD=1 make bench rewrites it."
+    cat "$OUT/hot-functions.txt"
+  } >"$ROOT/shim/hot-functions.txt"
+  say "recorded bench/callgrind-baseline.txt and shim/hot-functions.txt"
 fi
 
 # --- report ------------------------------------------------------------------------------
