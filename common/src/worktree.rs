@@ -211,7 +211,7 @@ fn layout(
             .map_err(|e| bad(e.to_string()))?;
         return Ok(GitLayout::Main { git_dir });
     }
-    let text = std::fs::read_to_string(dotgit).map_err(|e| bad(e.to_string()))?;
+    let text = read_small(dotgit).map_err(|e| bad(e.to_string()))?;
     let target = text
         .lines()
         .next()
@@ -223,7 +223,7 @@ fn layout(
     let git_dir = resolver
         .canonicalize(&base.join(target))
         .map_err(|e| bad(format!("its git dir {target}: {e}")))?;
-    let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
+    let common_dir = match read_small(&git_dir.join("commondir")) {
         Ok(c) => {
             let c = c.trim();
             let resolved = resolver
@@ -238,6 +238,17 @@ fn layout(
         git_dir,
         common_dir,
     })
+}
+
+/// A small text file (`.git`, `commondir`: one line), without the `statx` and `lseek` that
+/// `fs::read_to_string` spends asking for the size first.
+fn read_small(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(256);
+    std::fs::File::open(path)?
+        .take(u64::MAX)
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 #[cfg(test)]
