@@ -119,12 +119,17 @@ fn landwall_page() -> io::Result<Vec<u8>> {
             ("$XDG_CONFIG_HOME/landwall/landwall.toml", "The per-user configuration (default ~/.config/landwall/landwall.toml); it can only add to the system file."),
             ("/usr/lib/landwall/bin", "The shim links claude, opencode and codex (PREFIX/lib/landwall/bin for make install)."),
             ("/etc/profile.d/landwall.sh", "Puts the shim directory first on PATH in login shells."),
+            ("$XDG_RUNTIME_DIR/landwall/", "The names of the symlinks in /etc and /opt, kept between launches so that the shim need not list those directories each time; keyed on each directory's mtime and ctime, and each name is checked with readlink, so a stale or altered file can only leave a link out. Only used when $XDG_RUNTIME_DIR is a private directory of the user's; safe to delete."),
         ],
     );
     section(
         &mut r,
         "ENVIRONMENT",
         &[
+            (
+                "XDG_RUNTIME_DIR",
+                "Where the shim keeps the names of /etc's symlinks between launches (see FILES); without it, it lists /etc on every launch.",
+            ),
             (
                 "LANDWALL_CONFIG",
                 "The system configuration file to read instead of /etc/landwall/landwall.toml.",
