@@ -383,8 +383,8 @@ if [ "${BENCH_CALLGRIND_RECORD:-}" = 1 ]; then
     echo "# Instructions of one shim launch (claude -> /bin/true, bench configuration, linked"
     echo "# worktree, the link cache in \$XDG_RUNTIME_DIR filled) under valgrind --tool=callgrind, up"
     echo "# to the exec. Recorded by BENCH_CALLGRIND_RECORD=1 bash bench/wall.sh on $(uname -r),"
-    echo "# $(date -u +%Y-%m-%d), landwall $(git -C "$ROOT" rev-parse --short HEAD). The count depends on the"
-    echo "# machine (root's /etc carve-out has an entry per file in /etc), so record it where you compare."
+    echo "# $(date -u +%Y-%m-%d), landwall $(git -C "$ROOT" rev-parse --short HEAD). The count depends on"
+    echo "# the machine (root's /etc carve-out has an entry per file in /etc): record it where you compare."
     cut -d' ' -f1-2 "$OUT/callgrind.txt"
   } >"$BENCH/callgrind-baseline.txt"
   {
