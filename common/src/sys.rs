@@ -92,51 +92,34 @@ pub fn landlock_abi_version() -> io::Result<u32> {
 ///
 /// EINVAL means `cap` is past the kernel's last capability.
 pub fn capbset_drop(cap: u32) -> io::Result<()> {
-    // SAFETY: prctl(PR_CAPBSET_DROP, cap) takes integers only and touches no memory of ours.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_CAPBSET_DROP,
-            libc::c_ulong::from(cap),
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    prctl_ints(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0).map(drop)
 }
 
-/// Whether `cap` is still in the bounding set (`PR_CAPBSET_READ`); EINVAL past the last one.
-pub fn capbset_read(cap: u32) -> io::Result<bool> {
-    // SAFETY: prctl(PR_CAPBSET_READ, cap) takes integers only and touches no memory of ours.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_CAPBSET_READ,
-            libc::c_ulong::from(cap),
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    match rc {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
-/// The process's seccomp mode (`PR_GET_SECCOMP`): 0 none, 2 filter.
-pub fn seccomp_mode() -> io::Result<i32> {
-    // SAFETY: PR_GET_SECCOMP takes no pointer and only returns the mode.
-    let rc = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0 as libc::c_ulong) };
+/// `prctl(option, arg2, arg3, 0, 0)` for the options that take and return integers only;
+/// a negative return is the errno.
+fn prctl_ints(
+    option: libc::c_int,
+    arg2: libc::c_ulong,
+    arg3: libc::c_ulong,
+) -> io::Result<libc::c_int> {
+    // SAFETY: every caller passes an option whose arguments are integers, not pointers, so
+    // the kernel reads and writes no memory of ours.
+    let rc = unsafe { libc::prctl(option, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(rc)
     }
+}
+
+/// Whether `cap` is still in the bounding set (`PR_CAPBSET_READ`); EINVAL past the last one.
+pub fn capbset_read(cap: u32) -> io::Result<bool> {
+    prctl_ints(libc::PR_CAPBSET_READ, libc::c_ulong::from(cap), 0).map(|rc| rc == 1)
+}
+
+/// The process's seccomp mode (`PR_GET_SECCOMP`): 0 none, 2 filter.
+pub fn seccomp_mode() -> io::Result<i32> {
+    prctl_ints(libc::PR_GET_SECCOMP, 0, 0)
 }
 
 /// The errno of `ioctl(-1, request, NULL)`: a probe with no effect (the descriptor is
@@ -467,20 +450,6 @@ pub fn capset_clear() -> io::Result<()> {
 
 /// Empties the ambient set (`PR_CAP_AMBIENT_CLEAR_ALL`).
 pub fn ambient_clear_all() -> io::Result<()> {
-    // SAFETY: prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL) takes integers only and touches
-    // no memory of ours.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-            0 as libc::c_ulong,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    let clear_all = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
+    prctl_ints(libc::PR_CAP_AMBIENT, clear_all, 0).map(drop)
 }

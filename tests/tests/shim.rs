@@ -1056,17 +1056,30 @@ fn policy_rules(sb: &Sandbox, runtime: Option<&Path>) -> Vec<(String, String)> {
     rules
 }
 
-#[test]
-fn link_cache_gives_the_listings_policy_and_the_agent_cannot_write_it() {
-    let sb = Sandbox::new("linkcache");
+/// A sandbox with a runtime dir whose link cache the first policy build wrote: the sandbox,
+/// the runtime dir, the cache file, and the policy's rules from a listing (no cache).
+fn cached_scene(
+    name: &str,
+) -> (
+    Sandbox,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Vec<(String, String)>,
+) {
+    let sb = Sandbox::new(name);
     let run_dir = runtime_dir(&sb);
     etc_settled();
     let listed = policy_rules(&sb, None);
     // The first launch with a runtime dir lists /etc and keeps the names of its links.
     let cache = run_dir.join("landwall/links%etc");
-    let first = policy_rules(&sb, Some(&run_dir));
+    assert_eq!(policy_rules(&sb, Some(&run_dir)), listed);
     assert!(cache.exists(), "no cache written at {}", cache.display());
-    assert_eq!(first, listed);
+    (sb, run_dir, cache, listed)
+}
+
+#[test]
+fn link_cache_gives_the_listings_policy_and_the_agent_cannot_write_it() {
+    let (sb, run_dir, cache, listed) = cached_scene("linkcache");
     let kept = std::fs::read(&cache).expect("read cache");
     // The second takes them from the cache: the same policy.
     assert_eq!(policy_rules(&sb, Some(&run_dir)), listed);
@@ -1091,12 +1104,7 @@ fn link_cache_gives_the_listings_policy_and_the_agent_cannot_write_it() {
 
 #[test]
 fn a_forged_link_cache_grants_nothing_more() {
-    let sb = Sandbox::new("linkforge");
-    let run_dir = runtime_dir(&sb);
-    etc_settled();
-    let listed = policy_rules(&sb, None);
-    let cache = run_dir.join("landwall/links%etc");
-    let _ = policy_rules(&sb, Some(&run_dir));
+    let (sb, run_dir, cache, listed) = cached_scene("linkforge");
     let text = std::fs::read(&cache).expect("read cache");
     let key_end = text.iter().position(|&b| b == b'\n').expect("key line") + 1;
     // Same key (the file looks current), other names: files and directories that are not
