@@ -260,6 +260,21 @@ impl Config {
         };
         self.agents.get(agent).unwrap_or(&NONE)
     }
+
+    /// Every path the configuration grants `agent` (devices, writable and read-only, at the
+    /// top level and in its section).
+    pub fn paths_for(&self, agent: &str) -> impl Iterator<Item = &PathBuf> {
+        let own = self.agent(agent);
+        [
+            &self.devices,
+            &self.writable,
+            &own.writable,
+            &self.read_only,
+            &own.read_only,
+        ]
+        .into_iter()
+        .flatten()
+    }
 }
 
 /// Where the configuration files are, from the environment.
@@ -332,7 +347,6 @@ enum Trust {
 }
 
 fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigError> {
-    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let read_err = |source| ConfigError::Read {
         path: path.to_path_buf(),
@@ -343,11 +357,11 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(read_err(e)),
     };
-    let mut text = String::new();
+    let mut size = 0;
     if trust == Trust::RootOwned {
         // Checked on the opened file, so a swap after the check cannot change what is read.
         let meta = file.metadata().map_err(read_err)?;
-        text.reserve(usize::try_from(meta.len()).unwrap_or(0));
+        size = usize::try_from(meta.len()).unwrap_or(0);
         let dir = path.parent().unwrap_or(Path::new("/"));
         let dir_meta = std::fs::metadata(dir).map_err(read_err)?;
         // A sticky directory (like /var/tmp) does not let others replace root's file.
@@ -372,13 +386,9 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
             }
         }
     }
-    // Through `Take`: `File`'s own read_to_string asks the kernel for the size again (statx,
-    // lseek) on every launch.
-    (&mut file)
-        .take(u64::MAX)
-        .read_to_string(&mut text)
-        .map_err(read_err)?;
-    Ok(Some(text))
+    crate::read_text(&mut file, size)
+        .map(Some)
+        .map_err(read_err)
 }
 
 #[derive(Debug, Default, Deserialize)]

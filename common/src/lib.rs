@@ -30,6 +30,16 @@ pub mod worktree;
 use std::io;
 use std::path::PathBuf;
 
+/// Reads all of `file` into a string with room for `capacity` bytes first, without the
+/// `statx` and `lseek` that `File`'s own `read_to_string` spends asking for the size: the
+/// configuration, `.git` and `commondir` are read on every launch.
+pub(crate) fn read_text(file: &mut std::fs::File, capacity: usize) -> io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(capacity);
+    file.take(u64::MAX).read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// The documented exit statuses (the shim passes the agent's own status through once it
 /// has exec'd; these are only ever landwall's).
 pub mod exit {

@@ -39,11 +39,13 @@ pub struct LinkCache {
 pub struct Key(String);
 
 impl Key {
-    /// The directory's identity and timestamps, or `None` if it cannot be stat'ed or changed
-    /// too recently to be cached.
+    /// The directory's identity and timestamps, or `None` if it cannot be stat'ed.
     pub fn of(dir: &Path) -> Option<Key> {
-        let m = fs::metadata(dir).ok()?;
-        let key = Key(format!(
+        fs::metadata(dir).ok().map(|m| Key::from_meta(&m))
+    }
+
+    fn from_meta(m: &fs::Metadata) -> Key {
+        Key(format!(
             "{MAGIC} {} {} {} {} {} {}",
             m.dev(),
             m.ino(),
@@ -51,29 +53,20 @@ impl Key {
             m.mtime_nsec(),
             m.ctime(),
             m.ctime_nsec()
-        ));
-        Some(key)
+        ))
     }
 
     /// Whether a directory with these timestamps has been left alone long enough to cache.
-    fn settled(dir: &Path) -> bool {
-        let Ok(m) = fs::metadata(dir) else {
-            return false;
-        };
+    fn settled(m: &fs::Metadata) -> bool {
         let at = |secs: i64, nsecs: i64| {
             let secs = u64::try_from(secs).ok()?;
             let nsecs = u32::try_from(nsecs).ok()?;
             SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nsecs))
         };
-        let (Some(mtime), Some(ctime)) =
-            (at(m.mtime(), m.mtime_nsec()), at(m.ctime(), m.ctime_nsec()))
-        else {
-            return false;
-        };
         let now = SystemTime::now();
-        [mtime, ctime]
+        [at(m.mtime(), m.mtime_nsec()), at(m.ctime(), m.ctime_nsec())]
             .iter()
-            .all(|t| now.duration_since(*t).is_ok_and(|age| age >= SETTLE))
+            .all(|t| t.is_some_and(|t| now.duration_since(t).is_ok_and(|age| age >= SETTLE)))
     }
 }
 
@@ -135,7 +128,9 @@ impl LinkCache {
     /// a reader sees the old file or the new one. A cache that cannot be written costs the
     /// next launch a listing, nothing else, so the error is returned for the caller to drop.
     pub fn store(&self, scanned: &Path, key: &Key, names: &[&[u8]]) -> io::Result<()> {
-        if !Key::settled(scanned) || Key::of(scanned).as_ref() != Some(key) {
+        // Unchanged since the key was taken, and long enough ago.
+        let now = fs::metadata(scanned)?;
+        if Key::from_meta(&now) != *key || !Key::settled(&now) {
             return Ok(());
         }
         match fs::DirBuilder::new().mode(0o700).create(&self.dir) {
@@ -233,7 +228,8 @@ mod tests {
         assert_ne!(changed, key);
         assert_eq!(c.names(&scanned, &changed), None);
         age(&scanned, 60);
-        assert!(!Key::settled(&scanned), "a fresh ctime keeps it unsettled");
+        let meta = fs::metadata(&scanned).expect("stat");
+        assert!(!Key::settled(&meta), "a fresh ctime keeps it unsettled");
     }
 
     #[test]
@@ -243,7 +239,7 @@ mod tests {
         let c = cache(&s);
         let scanned = Path::new("/usr/lib");
         let key = Key::of(scanned).expect("key");
-        assert!(Key::settled(scanned));
+        assert!(Key::settled(&fs::metadata(scanned).expect("stat")));
         c.store(scanned, &key, &[b"x", b"y"]).expect("store");
         assert_eq!(
             c.names(scanned, &key),

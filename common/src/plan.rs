@@ -86,15 +86,7 @@ pub fn build_policy(
 ) -> Result<Policy, Error> {
     let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
     // One resolver for discovery and the policy: the worktree's paths are resolved once.
-    let agent_config = config.agent(agent);
-    let configured = [
-        &config.read_only,
-        &config.writable,
-        &config.devices,
-        &agent_config.read_only,
-        &agent_config.writable,
-    ];
-    let mut resolver = Resolver::with_capacity(configured.iter().map(|v| v.len()).sum());
+    let mut resolver = Resolver::default();
     if cwd_from_getcwd {
         resolver.trust_real_dir(cwd);
     }

@@ -319,13 +319,16 @@ impl Builder {
         Some(names.into_iter().map(<[u8]>::to_vec).collect())
     }
 
-    /// Lists each directory that holds many of `paths` (at least [`PRELIST_MIN`]), once, so
-    /// that the resolver knows its entries: one `getdents64` instead of an `lstat` per path.
+    /// Makes room in the resolver for `paths`, and lists each directory that holds many of
+    /// them (at least [`PRELIST_MIN`]), once, so that the resolver knows its entries: one `getdents64` instead of an `lstat` per path.
     /// Not a directory much larger than what is asked of it (its size, which on the common
     /// file systems grows with its entries, above [`PRELIST_BYTES`] per path asked): listing
     /// ten thousand entries for twenty paths would cost more than it saves.
     fn prelist<'p>(&mut self, paths: impl Iterator<Item = &'p PathBuf>) {
+        let paths: Vec<&PathBuf> = paths.collect();
+        self.resolver.reserve(paths.len());
         let mut parents: Vec<&[u8]> = paths
+            .iter()
             .filter(|p| p.is_absolute())
             .filter_map(|p| crate::realpath::parent_bytes(p.as_os_str().as_bytes()))
             .collect();
@@ -365,22 +368,22 @@ impl Builder {
         });
         let mut keep = vec![false; rules.len()];
         // Kept rules that are ancestors (or the same path) of the current one, outermost
-        // first, each with the strongest access on the way down to it.
-        let mut stack: Vec<(usize, Access)> = Vec::new();
+        // first. A rule is kept only if it grants more than the one below it on the stack,
+        // so the innermost holds the strongest access on the way down.
+        let mut stack: Vec<usize> = Vec::new();
         for i in order {
             let path = bytes(i);
-            while stack
-                .last()
-                .is_some_and(|&(j, _)| !within_bytes(path, bytes(j)))
-            {
+            while stack.last().is_some_and(|&j| !within_bytes(path, bytes(j))) {
                 stack.pop();
             }
-            let above = stack.last().map(|&(_, access)| access);
-            if above.is_some_and(|access| access >= rules[i].access) {
+            if stack
+                .last()
+                .is_some_and(|&j| rules[j].access >= rules[i].access)
+            {
                 continue;
             }
             keep[i] = true;
-            stack.push((i, above.map_or(rules[i].access, |a| a.max(rules[i].access))));
+            stack.push(i);
         }
         let mut kept: Vec<Rule> = rules
             .into_iter()
@@ -554,17 +557,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         Access::ReadWrite,
         "POSIX shared memory",
     );
-    b.prelist(
-        [
-            &config.devices,
-            &config.writable,
-            &agent_config.writable,
-            &config.read_only,
-            &agent_config.read_only,
-        ]
-        .into_iter()
-        .flatten(),
-    );
+    b.prelist(config.paths_for(agent));
     for dev in &config.devices {
         b.add(dev, Access::Device, "`devices` in the configuration")?;
     }

@@ -217,22 +217,22 @@ pub struct Resolver {
 
 impl Default for Resolver {
     fn default() -> Self {
-        Resolver::with_capacity(0)
-    }
-}
-
-impl Resolver {
-    /// A resolver with room for the default policy's directories and `paths` more (the
-    /// configured ones) without growing: rehashing hundreds of paths costs more than
-    /// resolving them.
-    pub fn with_capacity(paths: usize) -> Self {
+        // Room for the default policy's directories without growing.
         let mut real = PathSet::default();
-        real.reserve(64 + paths);
+        real.reserve(64);
         Resolver {
             real,
             links: PathSet::default(),
             files: PathSet::default(),
         }
+    }
+}
+
+impl Resolver {
+    /// Makes room for `paths` more real directories (the configured ones) before they come:
+    /// rehashing hundreds of paths costs more than resolving them.
+    pub fn reserve(&mut self, paths: usize) {
+        self.real.reserve(paths);
     }
 
     /// Records the entries of the real directory `dir` that its listing shows to be

@@ -240,15 +240,9 @@ fn layout(
     })
 }
 
-/// A small text file (`.git`, `commondir`: one line), without the `statx` and `lseek` that
-/// `fs::read_to_string` spends asking for the size first.
+/// A small text file (`.git`, `commondir`: one line).
 fn read_small(path: &Path) -> io::Result<String> {
-    use std::io::Read;
-    let mut text = String::with_capacity(256);
-    std::fs::File::open(path)?
-        .take(u64::MAX)
-        .read_to_string(&mut text)?;
-    Ok(text)
+    crate::read_text(&mut std::fs::File::open(path)?, 256)
 }
 
 #[cfg(test)]
