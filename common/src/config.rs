@@ -15,6 +15,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::env::EnvPattern;
+use crate::policy::OffLimits;
 
 /// Where the system configuration lives unless `LANDWALL_CONFIG` says otherwise.
 pub const SYSTEM_CONFIG: &str = "/etc/landwall/landwall.toml";
@@ -229,6 +230,11 @@ pub struct Config {
     pub drain: DrainConfig,
     /// The files that were read, in order (for `doctor` and error messages).
     pub sources: Vec<PathBuf>,
+    /// Whether `sources[0]` is the system file (it is absent when no system file exists).
+    pub has_system_source: bool,
+    /// Paths the caller keeps out of every grant on top of [`OffLimits::defaults`] (the
+    /// drain adds its own spool and home). Not read from any file.
+    pub off_limits: Vec<OffLimits>,
 }
 
 impl Default for Config {
@@ -245,11 +251,20 @@ impl Default for Config {
             agents: BTreeMap::new(),
             drain: DrainConfig::default(),
             sources: Vec::new(),
+            has_system_source: false,
+            off_limits: Vec::new(),
         }
     }
 }
 
 impl Config {
+    /// The system file, if one was read.
+    pub fn system_source(&self) -> Option<&Path> {
+        self.has_system_source
+            .then(|| self.sources.first().map(PathBuf::as_path))
+            .flatten()
+    }
+
     /// The section for `agent`, or an empty one.
     pub fn agent(&self, agent: &str) -> &AgentConfig {
         static NONE: AgentConfig = AgentConfig {
@@ -316,6 +331,7 @@ pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
         let raw = parse(&paths.system, &text)?;
         merge(&mut config, raw, &paths.system, &text, Origin::System)?;
         config.sources.push(paths.system.clone());
+        config.has_system_source = true;
     }
     if let Some(user) = &paths.user {
         if let Some(text) = read_optional(user, Trust::Any)? {
@@ -333,6 +349,7 @@ pub fn from_str(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let raw = parse(path, text)?;
     merge(&mut config, raw, path, text, Origin::System)?;
     config.sources.push(path.to_path_buf());
+    config.has_system_source = true;
     Ok(config)
 }
 

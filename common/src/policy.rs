@@ -80,6 +80,23 @@ pub enum PolicyError {
         /// Why it could not be resolved.
         source: io::Error,
     },
+    /// A grant would reach a path no launch may be given (the drain's spool, the system
+    /// configuration): refused whole, never trimmed, so that what runs is what was asked.
+    #[error("refusing to grant {} {access} ({reason}): it would expose {what} {}; {fix}", rule.display(), off.display())]
+    OffLimits {
+        /// The grant's path.
+        rule: PathBuf,
+        /// What it would grant.
+        access: Access,
+        /// Where the grant came from.
+        reason: String,
+        /// What it would expose.
+        what: String,
+        /// The off-limits path.
+        off: PathBuf,
+        /// What to do about it.
+        fix: &'static str,
+    },
     /// HOME points at a system directory, which would make the system writable.
     #[error("HOME is {}, a system directory: set HOME to your own home directory", path.display())]
     SystemHome {
@@ -109,6 +126,69 @@ pub struct Policy {
     pub denied: Vec<PathBuf>,
     /// What this policy leaves open that the user should know (for `policy` and `doctor`).
     pub notes: Vec<String>,
+}
+
+/// A path no grant of `access` or more may reach, from above (a grant on an ancestor) or
+/// from below (a grant inside it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffLimits {
+    /// The path (resolved leniently when the policy is built: it need not exist yet).
+    pub path: PathBuf,
+    /// What it is, for the error (`the drain's spool`).
+    pub what: Cow<'static, str>,
+    /// The weakest access refused: [`Access::ReadOnly`] for what must stay unseen,
+    /// [`Access::ReadWrite`] for what must stay unchanged.
+    pub access: Access,
+}
+
+impl OffLimits {
+    /// The paths every launch keeps out of its grants, whatever the configuration says:
+    /// the drain's spool (jobs' files, results and logs: a job that could write `queue/`
+    /// would submit jobs of its own) and the system configuration file.
+    pub fn defaults(config: &Config) -> Vec<OffLimits> {
+        let spool = config
+            .drain
+            .spool
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::config::DEFAULT_SPOOL));
+        let mut v = vec![OffLimits {
+            path: spool,
+            what: "the drain's spool".into(),
+            access: Access::ReadOnly,
+        }];
+        if let Some(system) = config.system_source() {
+            v.push(OffLimits {
+                path: system.to_path_buf(),
+                what: "the system configuration".into(),
+                access: Access::ReadWrite,
+            });
+        }
+        v
+    }
+}
+
+/// Checks the final rules against `off`: any rule on, above or below an off-limits path
+/// with at least its access is an error. List-only rules only name entries.
+fn check_off_limits(rules: &[Rule], off: &[OffLimits]) -> Result<(), PolicyError> {
+    for o in off {
+        let path = resolve_lenient(&o.path);
+        for r in rules {
+            if r.access == Access::ListOnly || r.access < o.access {
+                continue;
+            }
+            if within(&path, &r.path) || within(&r.path, &path) {
+                return Err(PolicyError::OffLimits {
+                    rule: r.path.clone(),
+                    access: r.access,
+                    reason: r.reason.to_string(),
+                    what: o.what.to_string(),
+                    off: path,
+                    fix: "remove what asks for it (the named file or configuration entry), or move the spool out of every grant",
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Everything the policy is built from.
@@ -607,6 +687,9 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     let denied = denied_paths(&patterns, &mut b.resolver, &mut b.listings);
     let rules = b.dedup();
     let rules = carve(rules, &denied, &mut b.listings);
+    let mut off = OffLimits::defaults(config);
+    off.extend(config.off_limits.iter().cloned());
+    check_off_limits(&rules, &off)?;
 
     let mut env_allow = config.env_allow.clone();
     env_allow.extend(agent_config.env_allow.iter().cloned());
