@@ -218,6 +218,10 @@ pub struct Config {
     pub env_allow: Vec<EnvPattern>,
     /// How `$HOME` is granted.
     pub home: HomeMode,
+    /// Refuse to launch when the private mount namespace that keeps a linked worktree's
+    /// repository objects unchangeable is refused by the kernel (instead of going on with
+    /// the objects writable, and saying so).
+    pub protect_required: bool,
     /// Paths denied inside granted directories (added to the built-in ones for root).
     pub deny: Vec<DenyPattern>,
     /// Extra devices granted read-write with ioctls.
@@ -232,6 +236,9 @@ pub struct Config {
     pub sources: Vec<PathBuf>,
     /// Whether `sources[0]` is the system file (it is absent when no system file exists).
     pub has_system_source: bool,
+    /// The keys of the per-user file that widen the wall (`writable`, `env_allow`, …): only
+    /// honoured when the agent cannot rewrite that file (see `plan::build_policy`).
+    pub user_widening: Vec<&'static str>,
     /// Paths the caller keeps out of every grant on top of [`OffLimits::defaults`] (the
     /// drain adds its own spool and home). Not read from any file.
     pub off_limits: Vec<OffLimits>,
@@ -245,6 +252,7 @@ impl Default for Config {
             writable: Vec::new(),
             env_allow: Vec::new(),
             home: HomeMode::default(),
+            protect_required: false,
             deny: Vec::new(),
             devices: Vec::new(),
             network: Network::default(),
@@ -252,12 +260,19 @@ impl Default for Config {
             drain: DrainConfig::default(),
             sources: Vec::new(),
             has_system_source: false,
+            user_widening: Vec::new(),
             off_limits: Vec::new(),
         }
     }
 }
 
 impl Config {
+    /// The per-user file, if one was read.
+    pub fn user_source(&self) -> Option<&Path> {
+        let first_user = usize::from(self.has_system_source);
+        self.sources.get(first_user).map(PathBuf::as_path)
+    }
+
     /// The system file, if one was read.
     pub fn system_source(&self) -> Option<&Path> {
         self.has_system_source
@@ -419,6 +434,7 @@ struct RawConfig {
     #[serde(default)]
     env_allow: Vec<Spanned<String>>,
     home: Option<Spanned<String>>,
+    protect_required: Option<bool>,
     #[serde(default)]
     deny: Vec<Spanned<String>>,
     #[serde(default)]
@@ -557,6 +573,24 @@ fn merge(
     origin: Origin,
 ) -> Result<(), ConfigError> {
     let v = Validator { path, text };
+    if origin == Origin::User {
+        let agents_widen = raw
+            .agents
+            .values()
+            .any(|a| !a.read_only.is_empty() || !a.writable.is_empty() || !a.env_allow.is_empty());
+        for (key, present) in [
+            ("read_only", !raw.read_only.is_empty()),
+            ("writable", !raw.writable.is_empty()),
+            ("env_allow", !raw.env_allow.is_empty()),
+            ("devices", !raw.devices.is_empty()),
+            ("network", raw.network.is_some()),
+            ("agents.*", agents_widen),
+        ] {
+            if present {
+                config.user_widening.push(key);
+            }
+        }
+    }
     if let Some(min) = raw.min_abi {
         let span = min.span();
         let value = *min.get_ref();
@@ -580,6 +614,14 @@ fn merge(
     config
         .env_allow
         .extend(v.patterns("env_allow", raw.env_allow)?);
+    if let Some(required) = raw.protect_required {
+        // Either file can require it; the per-user one (which the agent may write) cannot
+        // lift the system's requirement.
+        match origin {
+            Origin::System => config.protect_required = required,
+            Origin::User => config.protect_required |= required,
+        }
+    }
     if let Some(home) = raw.home {
         let mode = match home.get_ref().as_str() {
             "default" | "writable" => HomeMode::Writable,

@@ -11,7 +11,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::caps::CapsError;
-use crate::policy::Policy;
+use crate::ns::NsError;
+use crate::policy::{Policy, Quarantine};
 use crate::seccomp::{self, SeccompError};
 use crate::wall::{Enforced, WallError};
 use crate::{sys, Error};
@@ -79,6 +80,12 @@ pub trait Kernel {
     fn set_no_new_privs(&mut self) -> io::Result<()>;
     /// Number of threads in this process.
     fn thread_count(&mut self) -> io::Result<usize>;
+    /// Starts the linked worktree's quarantine watcher (outside the wall that follows).
+    fn watch(&mut self, quarantine: &Quarantine) -> io::Result<()>;
+    /// Enters the private mount namespace in which the quarantine is the object store.
+    fn private_namespace(&mut self, quarantine: &Quarantine) -> Result<(), NsError>;
+    /// Says, on stderr, what the launch goes on without.
+    fn note(&mut self, text: &str);
     /// Applies the Landlock ruleset.
     fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError>;
     /// Installs the seccomp filters.
@@ -92,26 +99,46 @@ pub trait Kernel {
 
 /// Walls the process in and execs. Returns only on failure, with the step that failed.
 ///
-/// 1. capabilities dropped (all five sets, bounding first);
-/// 2. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);
-/// 3. single-threaded (before ABI 8 a thread that exists now would stay unrestricted);
-/// 4. Landlock ruleset fully enforced at or above the minimum ABI;
-/// 5. seccomp filter (terminal injection, when a terminal is within reach; MPTCP when TCP
+/// 1. single-threaded (a new namespace needs it, and before ABI 8 a thread that exists now
+///    would stay unrestricted by Landlock);
+/// 2. in a linked worktree: the object quarantine's watcher started, outside everything
+///    that follows (it drops its own capabilities); then the private mount namespace in
+///    which the repository's object store is the quarantine. If the kernel refuses the
+///    namespace, the launch stops unless the configuration lets it go on with the objects
+///    writable, which is then said on stderr;
+/// 3. capabilities dropped (all five sets, bounding first; after a new user namespace,
+///    which grants a full set inside it);
+/// 4. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);
+/// 5. Landlock ruleset fully enforced at or above the minimum ABI;
+/// 6. seccomp filter (terminal injection, when a terminal is within reach; MPTCP when TCP
 ///    rules are set);
-/// 6. self-check from inside: a path outside the grant is refused, no_new_privs is 1, every
+/// 7. self-check from inside: a path outside the grant is refused, no_new_privs is 1, every
 ///    capability set is empty, the terminal filter answers if it was installed;
-/// 7. `execve()`.
+/// 8. `execve()`.
 pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) -> Error {
+    match kernel.thread_count() {
+        Ok(1) => {}
+        Ok(n) => return Error::Threads(Some(n), None),
+        Err(e) => return Error::Threads(None, Some(e)),
+    }
+    if let Some(q) = &policy.quarantine {
+        if let Err(e) = kernel.watch(q) {
+            return Error::Watcher(e);
+        }
+        match kernel.private_namespace(q) {
+            Ok(()) => {}
+            Err(NsError::Refused(e)) if !policy.protect_required => kernel.note(&format!(
+                "{e}: refused a private mount namespace, so the objects of {} are writable by the agent this time (set protect_required = true to refuse to launch instead)",
+                q.objects.display()
+            )),
+            Err(e) => return Error::Namespace(e),
+        }
+    }
     if let Err(e) = kernel.drop_capabilities() {
         return Error::Caps(e);
     }
     if let Err(e) = kernel.set_no_new_privs() {
         return Error::NoNewPrivs(e);
-    }
-    match kernel.thread_count() {
-        Ok(1) => {}
-        Ok(n) => return Error::Threads(Some(n), None),
-        Err(e) => return Error::Threads(None, Some(e)),
     }
     if let Err(e) = kernel.restrict(policy) {
         return Error::Wall(e);
@@ -306,6 +333,18 @@ impl Kernel for LiveKernel {
         }
     }
 
+    fn watch(&mut self, quarantine: &Quarantine) -> io::Result<()> {
+        crate::watcher::start(quarantine)
+    }
+
+    fn private_namespace(&mut self, quarantine: &Quarantine) -> Result<(), NsError> {
+        crate::ns::enter(quarantine, nix::unistd::geteuid().is_root())
+    }
+
+    fn note(&mut self, text: &str) {
+        eprintln!("landwall: note: {text}");
+    }
+
     fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError> {
         crate::wall::restrict(policy)
     }
@@ -391,6 +430,21 @@ mod tests {
             self.step("threads");
             Ok(self.threads)
         }
+        fn watch(&mut self, _: &Quarantine) -> io::Result<()> {
+            if self.step("watch") {
+                return Err(io::Error::other("watch"));
+            }
+            Ok(())
+        }
+        fn private_namespace(&mut self, _: &Quarantine) -> Result<(), NsError> {
+            if self.step("ns") {
+                return Err(NsError::Refused(io::Error::from_raw_os_error(libc::EPERM)));
+            }
+            Ok(())
+        }
+        fn note(&mut self, _: &str) {
+            self.steps.push("note");
+        }
         fn restrict(&mut self, _: &Policy) -> Result<Enforced, WallError> {
             if self.step("landlock") {
                 return Err(WallError::AbiTooLow { have: 2, need: 3 });
@@ -450,9 +504,9 @@ mod tests {
         assert_eq!(
             k.steps,
             [
+                "threads",
                 "caps",
                 "nnp",
-                "threads",
                 "landlock",
                 "seccomp",
                 "selfcheck",
@@ -466,16 +520,16 @@ mod tests {
     fn a_failing_step_stops_before_exec() {
         let (policy, exec) = fixture();
         for (fail, expect) in [
-            ("caps", vec!["caps"]),
-            ("nnp", vec!["caps", "nnp"]),
-            ("landlock", vec!["caps", "nnp", "threads", "landlock"]),
+            ("caps", vec!["threads", "caps"]),
+            ("nnp", vec!["threads", "caps", "nnp"]),
+            ("landlock", vec!["threads", "caps", "nnp", "landlock"]),
             (
                 "seccomp",
-                vec!["caps", "nnp", "threads", "landlock", "seccomp"],
+                vec!["threads", "caps", "nnp", "landlock", "seccomp"],
             ),
             (
                 "selfcheck",
-                vec!["caps", "nnp", "threads", "landlock", "seccomp", "selfcheck"],
+                vec!["threads", "caps", "nnp", "landlock", "seccomp", "selfcheck"],
             ),
         ] {
             let mut k = Recorder {
@@ -491,6 +545,64 @@ mod tests {
     }
 
     #[test]
+    fn a_linked_worktree_gets_its_watcher_and_namespace_before_the_capabilities_go() {
+        let (mut policy, exec) = fixture();
+        policy.quarantine = Some(Quarantine::of(
+            Path::new("/r/.git/worktrees/w"),
+            Path::new("/r/.git"),
+        ));
+        let run = |policy: &Policy, fail_at: Option<&'static str>| {
+            let mut k = Recorder {
+                steps: vec![],
+                fail_at,
+                threads: 1,
+            };
+            let e = wall_and_exec(&mut k, policy, &exec);
+            (k.steps, e)
+        };
+        let (steps, _) = run(&policy, None);
+        assert_eq!(
+            steps,
+            [
+                "threads",
+                "watch",
+                "ns",
+                "caps",
+                "nnp",
+                "landlock",
+                "seccomp",
+                "selfcheck",
+                "exec"
+            ]
+        );
+        let (steps, e) = run(&policy, Some("watch"));
+        assert_eq!(steps, ["threads", "watch"]);
+        assert_eq!(e.exit_code(), crate::exit::WALL);
+        // A refused namespace: said, and the launch goes on ...
+        let (steps, _) = run(&policy, Some("ns"));
+        assert_eq!(
+            steps,
+            [
+                "threads",
+                "watch",
+                "ns",
+                "note",
+                "caps",
+                "nnp",
+                "landlock",
+                "seccomp",
+                "selfcheck",
+                "exec"
+            ]
+        );
+        // ... unless it is required.
+        policy.protect_required = true;
+        let (steps, e) = run(&policy, Some("ns"));
+        assert_eq!(steps, ["threads", "watch", "ns"]);
+        assert_eq!(e.exit_code(), crate::exit::WALL);
+    }
+
+    #[test]
     fn a_second_thread_stops_before_landlock() {
         let (policy, exec) = fixture();
         let mut k = Recorder {
@@ -499,7 +611,7 @@ mod tests {
             threads: 2,
         };
         let e = wall_and_exec(&mut k, &policy, &exec);
-        assert_eq!(k.steps, ["caps", "nnp", "threads"]);
+        assert_eq!(k.steps, ["threads"]);
         assert_eq!(e.exit_code(), crate::exit::WALL);
     }
 

@@ -15,6 +15,8 @@ pub mod config;
 pub mod env;
 pub mod launch;
 pub mod linkcache;
+pub mod ns;
+pub mod objects;
 pub mod plan;
 pub mod policy;
 pub mod profile;
@@ -25,6 +27,7 @@ pub mod sys;
 #[cfg(test)]
 mod testutil;
 pub mod wall;
+pub mod watcher;
 pub mod worktree;
 
 use std::io;
@@ -99,6 +102,12 @@ pub enum Error {
     /// The seccomp filter.
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    /// The private mount namespace of a linked worktree could not be set up.
+    #[error(transparent)]
+    Namespace(#[from] ns::NsError),
+    /// The quarantine watcher of a linked worktree could not be started.
+    #[error("starting the object quarantine's watcher: {0}")]
+    Watcher(#[source] io::Error),
     /// The check from inside after restricting found the wall not (fully) up.
     #[error("self-check after restricting: {0}; refusing to run the agent")]
     SelfCheck(String),
@@ -126,6 +135,8 @@ impl Error {
             | Error::Threads(..)
             | Error::Wall(_)
             | Error::Seccomp(_)
+            | Error::Watcher(_)
+            | Error::Namespace(_)
             | Error::SelfCheck(_) => exit::WALL,
             Error::Exec { source, .. } if source.kind() == io::ErrorKind::NotFound => {
                 exit::NOT_FOUND

@@ -96,7 +96,7 @@ pub fn build_policy(
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {
         ensure_state_dirs(agent, home)?;
     }
-    Ok(policy::build_with(
+    let policy = policy::build_with(
         Inputs {
             agent,
             worktree: wt,
@@ -107,7 +107,30 @@ pub fn build_policy(
             link_cache: link_cache.as_ref(),
         },
         resolver,
-    )?)
+    )?;
+    refuse_agent_written_grants(&policy, config)?;
+    Ok(policy)
+}
+
+/// The per-user file may widen the wall only if the agent cannot rewrite it: under a
+/// writable home an agent could add `writable = ["/"]` for its next launch. Such a file may
+/// still narrow the wall (`deny`, a higher `min_abi`, `home = "strict"`).
+fn refuse_agent_written_grants(policy: &Policy, config: &Config) -> Result<(), Error> {
+    let (Some(user), false) = (config.user_source(), config.user_widening.is_empty()) else {
+        return Ok(());
+    };
+    // Writable itself, or replaceable through its directory.
+    let writable = std::iter::once(user)
+        .chain(user.parent())
+        .find_map(|p| policy.decide(p).rule.filter(|r| r.access.writes()));
+    if let Some(rule) = writable {
+        return Err(Error::Policy(policy::PolicyError::AgentWritableConfig {
+            path: user.to_path_buf(),
+            keys: config.user_widening.join(", "),
+            rule: rule.path.clone(),
+        }));
+    }
+    Ok(())
 }
 
 /// Creates the agent's state directories under strict home, before the wall makes `$HOME`
@@ -144,5 +167,6 @@ pub fn prepare(
             env.push((k.clone(), v.clone()));
         }
     }
+
     Exec::new(program, argv, &env)
 }

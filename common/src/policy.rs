@@ -97,6 +97,26 @@ pub enum PolicyError {
         /// What to do about it.
         fix: &'static str,
     },
+    /// The per-user configuration widens the wall, and the agent could rewrite it.
+    #[error("the per-user configuration {} sets {keys}, which widen the wall, but the agent can rewrite that file (it lies in the writable grant {}): move those settings to the system configuration, or set home = \"strict\"", path.display(), rule.display())]
+    AgentWritableConfig {
+        /// The per-user file.
+        path: PathBuf,
+        /// Its widening keys.
+        keys: String,
+        /// The grant that makes it writable.
+        rule: PathBuf,
+    },
+    /// A git dir named by the worktree's `.git` holds `$HOME` or another grant.
+    #[error("refusing the git dir {} named (directly or through commondir) by {}: it holds {what}; a git dir holds one repository's metadata only. Restore the file (`git worktree repair` from the main checkout)", dir.display(), dotgit.display())]
+    GitDir {
+        /// The git dir or common dir.
+        dir: PathBuf,
+        /// The `.git` file that led to it.
+        dotgit: PathBuf,
+        /// What it holds.
+        what: String,
+    },
     /// HOME points at a system directory, which would make the system writable.
     #[error("HOME is {}, a system directory: set HOME to your own home directory", path.display())]
     SystemHome {
@@ -126,6 +146,47 @@ pub struct Policy {
     pub denied: Vec<PathBuf>,
     /// What this policy leaves open that the user should know (for `policy` and `doctor`).
     pub notes: Vec<String>,
+    /// A linked worktree's object quarantine: where the agent's git writes new objects.
+    pub quarantine: Option<Quarantine>,
+    /// Whether a refused private mount namespace stops the launch (`protect_required`).
+    pub protect_required: bool,
+}
+
+/// The name of the quarantine directory inside a linked worktree's own git dir.
+pub const QUARANTINE_DIR: &str = "landwall-objects";
+/// Where, in the launch's mount namespace, the repository's real object store is seen
+/// read-only (inside the worktree's own git dir).
+pub const BASE_DIR: &str = "landwall-base";
+
+/// A linked worktree's object quarantine. In the launch's private mount namespace
+/// ([`crate::ns`]) `objects` shows the quarantine `dir`, so the agent's git writes new
+/// objects there, and the real store is seen read-only at `base`, the quarantine's
+/// alternate. A watcher started before the wall, outside it, moves each object into the
+/// real store after checking its content against its name, so that objects that existed
+/// before a launch cannot be changed by it and the agent's commits still reach the
+/// repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantine {
+    /// The linked worktree's own git dir, `<common>/worktrees/<id>`.
+    pub git_dir: PathBuf,
+    /// `<git dir>/landwall-objects`.
+    pub dir: PathBuf,
+    /// `<git dir>/landwall-base`.
+    pub base: PathBuf,
+    /// `<common dir>/objects`, the real store.
+    pub objects: PathBuf,
+}
+
+impl Quarantine {
+    /// The quarantine of the linked worktree whose git dir is `git_dir`.
+    pub fn of(git_dir: &Path, common: &Path) -> Quarantine {
+        Quarantine {
+            git_dir: git_dir.to_path_buf(),
+            dir: git_dir.join(QUARANTINE_DIR),
+            base: git_dir.join(BASE_DIR),
+            objects: common.join("objects"),
+        }
+    }
 }
 
 /// A path no grant of `access` or more may reach, from above (a grant on an ancestor) or
@@ -165,6 +226,51 @@ impl OffLimits {
         }
         v
     }
+}
+
+/// The git dirs granted for a linked worktree or submodule may not be `$HOME` or hold it,
+/// nor hold any other grant: a forged layout could otherwise grant a whole tree as "git
+/// metadata". (Worktree discovery already refused system directories and the worktree's
+/// ancestors; this sees every grant.)
+fn check_git_grants(
+    rules: &[Rule],
+    worktree: &Worktree,
+    home: Option<&Path>,
+) -> Result<(), PolicyError> {
+    let GitLayout::Linked {
+        git_dir,
+        common_dir,
+    } = &worktree.git
+    else {
+        return Ok(());
+    };
+    let home = home.and_then(|h| std::fs::canonicalize(h).ok());
+    // The layout's own grants (see `build_with`).
+    let mut own: Vec<PathBuf> = vec![git_dir.clone()];
+    if let Some(c) = common_dir {
+        own.push(c.clone());
+        own.extend(["refs", "logs", "reftable", "objects"].map(|s| c.join(s)));
+    }
+    for dir in std::iter::once(git_dir).chain(common_dir) {
+        let refuse = |what: String| PolicyError::GitDir {
+            dir: dir.clone(),
+            dotgit: worktree.root.join(".git"),
+            what,
+        };
+        if let Some(home) = &home {
+            if within(home, dir) {
+                return Err(refuse(format!("$HOME ({})", home.display())));
+            }
+        }
+        // Any other grant inside this one would be widened by it.
+        let outsider = rules
+            .iter()
+            .find(|r| within(&r.path, dir) && !own.contains(&r.path));
+        if let Some(r) = outsider {
+            return Err(refuse(format!("{} ({})", r.path.display(), r.reason)));
+        }
+    }
+    Ok(())
 }
 
 /// Checks the final rules against `off`: any rule on, above or below an off-limits path
@@ -569,8 +675,11 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     };
     let mut notes = Vec::new();
 
-    // Writable: the worktree and the git dirs it commits into.
+    // Writable: the worktree and the git dirs it commits into. The layout was checked both
+    // ways by worktree discovery; each grant names the file it came from.
     b.add(&worktree.root, Access::ReadWrite, "worktree")?;
+    let dotgit = worktree.root.join(".git");
+    let mut quarantine = None;
     match &worktree.git {
         GitLayout::Linked {
             git_dir,
@@ -578,18 +687,67 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         } => {
             // Only what the worktree's own commits, branches, stashes, rebases and fetches
             // write; the repository's config, hooks/ and info/ stay read-only so that no
-            // hook or core.fsmonitor planted here runs later outside the wall.
-            b.add(git_dir, Access::ReadWrite, "the linked worktree's own git dir")?;
-            b.add(common, Access::ReadOnly, "the repository's git dir (config, hooks: read-only)")?;
-            for sub in ["objects", "refs", "logs", "reftable"] {
-                b.add_if_present(&common.join(sub), Access::ReadWrite, "git objects, refs and logs the worktree commits into");
+            // hook or core.fsmonitor planted here runs later outside the wall, and objects/
+            // stays read-only so that no existing object can be rewritten: new objects go
+            // to the quarantine, which a watcher outside the wall verifies and moves into
+            // the repository when the agent exits (see [`Quarantine`]).
+            b.add(
+                git_dir,
+                Access::ReadWrite,
+                format!(
+                    "the linked worktree's own git dir: named by {}, names it back in gitdir",
+                    dotgit.display()
+                ),
+            )?;
+            b.add(
+                common,
+                Access::ReadOnly,
+                format!(
+                    "the repository's common dir, named by {}/commondir (config, hooks, objects: read-only)",
+                    git_dir.display()
+                ),
+            )?;
+            for sub in ["refs", "logs", "reftable"] {
+                b.add_if_present(
+                    &common.join(sub),
+                    Access::ReadWrite,
+                    "refs and logs the worktree commits into (in the common dir)",
+                );
             }
+            // In the launch's mount namespace this path is the quarantine: the rule is
+            // attached to what the path shows when the wall goes up. Without the namespace
+            // (refused by the kernel, and not `protect_required`) it is the real store, as
+            // `doctor` and the launch's note then say.
+            let q = Quarantine::of(git_dir, common);
+            b.add(
+                &q.objects,
+                Access::ReadWrite,
+                format!(
+                    "the repository's objects: in the agent's mount namespace, its quarantine {}; the real store is read-only there at {}",
+                    q.dir.display(),
+                    q.base.display()
+                ),
+            )?;
+            quarantine = Some(q);
             notes.push(
-                "linked worktree: the repository's config, hooks and info are read-only, but this worktree's own `.git` file and its worktrees/<id>/commondir stay writable; an agent can point them at a git dir it wrote, whose hooks or core.fsmonitor your next git command in this worktree would run outside the wall: check `cat .git` (or run `git worktree repair` from the main checkout) before using git here after a run".to_string(),
+                "linked worktree: the repository's config, hooks, info and objects are read-only; new objects go to the worktree's quarantine and are verified into the repository when the agent exits. This worktree's own `.git` file stays writable: an agent can point it at a git dir it wrote, whose hooks or core.fsmonitor your next git command in this worktree would run outside the wall: check `cat .git` (or run `git worktree repair` from the main checkout) before using git here after a run".to_string(),
             );
         }
-        GitLayout::Linked { git_dir, common_dir: None } => {
-            b.add(git_dir, Access::ReadWrite, "the submodule's git dir")?;
+        GitLayout::Linked {
+            git_dir,
+            common_dir: None,
+        } => {
+            b.add(
+                git_dir,
+                Access::ReadWrite,
+                format!(
+                    "the submodule's git dir: named by {}, under its superproject's modules/, names it back in core.worktree",
+                    dotgit.display()
+                ),
+            )?;
+            notes.push(
+                "submodule: its git dir (config, hooks, objects) is writable, so an agent can plant a hook that later runs outside the wall when you use git in the submodule".to_string(),
+            );
         }
         GitLayout::Main { .. } => notes.push(
             "main worktree: its .git/config and .git/hooks lie inside the writable worktree, so an agent can plant a hook that later runs outside the wall; run agents in a linked worktree (`git worktree add`) to keep them read-only".to_string(),
@@ -678,6 +836,8 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         b.follow_links(Path::new(dir), link_cache);
     }
 
+    check_git_grants(&b.rules, &worktree, home)?;
+
     // Carve the denied paths out of whatever grants them.
     let mut patterns: Vec<DenyPattern> = Vec::new();
     if is_root {
@@ -716,6 +876,8 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         network: config.network.clone(),
         denied,
         notes,
+        quarantine,
+        protect_required: config.protect_required,
     })
 }
 

@@ -31,9 +31,15 @@
 //!   restarted daemon kills a dead daemon's leftover process group (from `ID.run`) before it
 //!   puts the job back.
 //!
+//! Jobs run as the daemon's uid, so a job file's owner does not tell a submitted job from one
+//! a job wrote: what does is that no job's wall reaches the spool (the drain keeps it off
+//! limits in every job's policy; docs/drain.md, "Why a job cannot submit a job"). What is
+//! shown from these files goes through [`printable`]: jobs influence parts of it.
+//!
 //! Everything here is plain file handling with no process or kernel policy in it, so it can
 //! be tested on a scratch directory.
 
+use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
@@ -301,6 +307,57 @@ pub fn rfc3339(t: SystemTime) -> String {
         &time[4..6],
         since.subsec_millis()
     )
+}
+
+/// Whether a terminal could act on `c` rather than show it: C0 controls, DEL, C1 controls,
+/// and the invisible formatting characters that hide or reorder text (soft hyphen,
+/// zero-width characters, bidirectional controls, line and paragraph separators, the byte
+/// order mark, interlinear annotations, tags).
+pub fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// `text` for a terminal: every [unprintable](is_unprintable) character escaped (`\n`,
+/// `\r`, `\t`, `\e` for ESC, `\xHH` for the other C0 controls and DEL, `\u{HHHH}` for
+/// the rest) and `\` doubled, so that an escape in the text cannot pass for one made here.
+///
+/// Job files, results and the daemon's log lines quote what jobs could influence: a
+/// failure reason quotes the `.git` file a job wrote, a worktree's name is a directory a
+/// job may have created. Shown raw, such text could clear the screen, retitle the window or
+/// rewrite what was printed before it.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(|c| c == '\\' || is_unprintable(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x1b' => out.push_str("\\e"),
+            c if is_unprintable(c) && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if is_unprintable(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// A job file as written: TOML, unknown keys refused.
@@ -1037,6 +1094,25 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_millis(951_782_400_123)),
             "2000-02-29T00:00:00.123Z"
         );
+    }
+
+    #[test]
+    fn printable_escapes_what_a_terminal_would_act_on() {
+        assert!(matches!(printable("plain /w/a: ok ü"), Cow::Borrowed(_)));
+        assert_eq!(
+            printable("a\x1b]0;pwned\x07b\x1b[2Jc"),
+            "a\\e]0;pwned\\x07b\\e[2Jc"
+        );
+        assert_eq!(printable("l1\nl2\r\t\x7f"), "l1\\nl2\\r\\t\\x7f");
+        assert_eq!(
+            printable("\u{9b}2J \u{202e}rtl \u{200b}"),
+            "\\u{9b}2J \\u{202e}rtl \\u{200b}"
+        );
+        // A backslash in the text cannot fake an escape.
+        assert_eq!(printable("\\e[2J"), "\\\\e[2J");
+        for c in (0u32..0x20).chain(0x7f..0xa0).filter_map(char::from_u32) {
+            assert!(!printable(&c.to_string()).contains(c), "{c:?}");
+        }
     }
 
     #[test]

@@ -453,3 +453,153 @@ pub fn ambient_clear_all() -> io::Result<()> {
     let clear_all = libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong;
     prctl_ints(libc::PR_CAP_AMBIENT, clear_all, 0).map(drop)
 }
+
+/// A pidfd for the calling process (`pidfd_open(2)`, Linux 5.3): readable once the process
+/// has exited, whatever it has exec'd meanwhile. Close-on-exec, as the kernel makes it.
+pub fn pidfd_self() -> io::Result<OwnedFd> {
+    // SAFETY: getpid has no preconditions; pidfd_open takes a pid and flags (0) and
+    // returns a new descriptor or -1.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0 as libc::c_uint) };
+    owned_fd(rc)
+}
+
+/// Waits up to `timeout_ms` for `fd` to become readable (`poll(2)`, retried on EINTR);
+/// returns whether it did.
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one pollfd, borrowed mutably for the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if rc >= 0 {
+            return Ok(rc > 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// Runs `body` in a grandchild of this process in a session of its own, and returns once
+/// the child in between has exited (so the grandchild is reparented to init or the nearest
+/// subreaper, and is no child this process's program could wait for or be confused by).
+/// The grandchild exits with `body`'s status and never returns here.
+///
+/// Only for a single-threaded caller: after `fork` the child runs ordinary Rust code
+/// (allocation included), which is sound only if no other thread held a lock at the fork.
+pub fn spawn_detached(body: impl FnOnce() -> i32) -> io::Result<()> {
+    // SAFETY: fork has no memory preconditions; the caller is single-threaded (see above),
+    // so the child's copy of the address space has no lock held by a vanished thread.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if child == 0 {
+        // SAFETY: setsid takes no arguments; failure is reported by the exit status.
+        let code = if unsafe { libc::setsid() } < 0 {
+            1
+        } else {
+            // SAFETY: as above: this process is a copy of a single-threaded one.
+            match unsafe { libc::fork() } {
+                0 => body(),
+                rc if rc < 0 => 1,
+                _ => 0,
+            }
+        };
+        // SAFETY: _exit ends this copy without running the parent's atexit handlers or
+        // flushing its stdio buffers a second time.
+        unsafe { libc::_exit(code) }
+    }
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: waitpid writes one int, borrowed mutably for the call.
+        let rc = unsafe { libc::waitpid(child, &mut status, 0) };
+        if rc == child {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // SIGCHLD ignored by whoever started us: the kernel reaped the child itself,
+            // and its status is gone.
+            Some(libc::ECHILD) => return Ok(()),
+            _ => return Err(e),
+        }
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            "the detached child could not start its own child",
+        ))
+    }
+}
+
+/// `unshare(2)` with `flags` (`CLONE_NEWNS`, `CLONE_NEWUSER`).
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes an integer and changes only this process's namespaces.
+    let rc = unsafe { libc::unshare(flags) };
+    zero_or_errno(libc::c_long::from(rc))
+}
+
+/// `mount(2)` with no data: `source` and `fstype` may be absent (a propagation change, a
+/// bind mount).
+pub fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    let src = source.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: every pointer is a NUL-terminated string borrowed for the call, or null where
+    // mount(2) allows it (no source, no file system type, no data).
+    let rc = unsafe {
+        libc::mount(
+            src,
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    zero_or_errno(libc::c_long::from(rc))
+}
+
+/// `struct mount_attr` from `<linux/mount.h>`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `MOUNT_ATTR_RDONLY`.
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+
+/// Makes the mount whose root `fd` is read-only (`mount_setattr(2)`, Linux 5.12), leaving
+/// its other flags as they are (a remount would have to repeat the locked ones).
+pub fn mount_set_readonly(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: the kernel reads one `mount_attr` of the size given, borrowed for the call;
+    // the path is an empty NUL-terminated string with AT_EMPTY_PATH, naming `fd` itself.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    zero_or_errno(rc)
+}

@@ -38,6 +38,20 @@ pub enum WorktreeError {
         /// The resolved path.
         path: PathBuf,
     },
+    /// The cwd lies in a linked worktree or submodule of the repository above it whose own
+    /// `.git` is gone: climbing to the repository would grant all of it.
+    #[error(
+        "{} is {what} of the repository at {}, but its .git file is missing; refusing to widen the wall to the whole repository: restore it (`git worktree repair {}` from {}) or start the agent at {}",
+        lost.display(), top.display(), lost.display(), top.display(), top.display()
+    )]
+    LostGitFile {
+        /// The directory that should have a `.git` file.
+        lost: PathBuf,
+        /// The repository the walk would have climbed to.
+        top: PathBuf,
+        /// "a linked worktree" or "a submodule".
+        what: &'static str,
+    },
     /// A `.git` file that does not say where its git dir is.
     #[error("{}: not a valid `.git` file ({why}); repair it with `git worktree repair`", path.display())]
     BadGitFile {
@@ -149,6 +163,8 @@ pub fn discover_with(
     if !is_dir {
         return Err(WorktreeError::NotADirectory { path: real });
     }
+    // Where the walk started, when it climbed: kept for the lost-`.git` check.
+    let mut started = None;
     let (root, dotgit) = if override_dir.is_some() {
         // An explicit worktree is taken as the top level; only its own `.git` counts.
         let dotgit = real.join(".git");
@@ -156,7 +172,12 @@ pub fn discover_with(
         (real, meta.map(|m| (dotgit, m)))
     } else {
         match find_dotgit(&real) {
-            Some((top, dotgit)) => (top, Some(dotgit)),
+            Some((top, dotgit)) => {
+                if top != real {
+                    started = Some(real);
+                }
+                (top, Some(dotgit))
+            }
             None => (real, None),
         }
     };
@@ -167,6 +188,9 @@ pub fn discover_with(
         None => GitLayout::None,
         Some((dotgit, lmeta)) => layout(&dotgit, lmeta, resolver)?,
     };
+    if let Some(cwd) = started {
+        refuse_lost_gitfile(&root, &cwd, &git)?;
+    }
     Ok(Worktree { root, git })
 }
 
@@ -183,11 +207,100 @@ fn find_dotgit(start: &Path) -> Option<(PathBuf, (PathBuf, std::fs::Metadata))> 
     None
 }
 
+/// Started below the top level `top`: refuses when a directory between them (`cwd`
+/// included) is one of the repository's linked worktrees (its common dir's
+/// `worktrees/*/gitdir` names `DIR/.git`) or submodules (`.gitmodules` names it) whose
+/// `.git` is missing. An agent in a worktree nested in the main checkout (as Claude Code's
+/// `.claude/worktrees/NAME` are) could otherwise delete its `.git` and be granted the whole
+/// checkout at its next launch. Costs nothing when the agent starts at the top level.
+fn refuse_lost_gitfile(top: &Path, cwd: &Path, git: &GitLayout) -> Result<(), WorktreeError> {
+    let between = |dir: &Path| dir != top && dir.starts_with(top) && cwd.starts_with(dir);
+    let common = match git {
+        GitLayout::Main { git_dir } => Some(git_dir.as_path()),
+        GitLayout::Linked {
+            common_dir: Some(c),
+            ..
+        } => Some(c.as_path()),
+        GitLayout::Linked { git_dir, .. } => Some(git_dir.as_path()),
+        GitLayout::None => None,
+    };
+    if let Some(entries) = common.and_then(|c| std::fs::read_dir(c.join("worktrees")).ok()) {
+        for entry in entries.flatten() {
+            let file = entry.path().join("gitdir");
+            let Ok(text) = read_git_file(&file) else {
+                continue;
+            };
+            let Ok(line) = one_line(&text) else {
+                continue;
+            };
+            // `DIR/.git`, absolute or relative to the entry (git 2.48's relative paths).
+            let named = entry.path().join(line);
+            let Some(dir) = named.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
+                continue;
+            };
+            if between(&dir) {
+                return Err(WorktreeError::LostGitFile {
+                    lost: dir,
+                    top: top.to_path_buf(),
+                    what: "a linked worktree",
+                });
+            }
+        }
+    }
+    if let Ok(text) = read_git_file(&top.join(".gitmodules")) {
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            if !key.trim().eq_ignore_ascii_case("path") {
+                continue;
+            }
+            let Ok(dir) = std::fs::canonicalize(top.join(value.trim())) else {
+                continue;
+            };
+            if between(&dir) {
+                return Err(WorktreeError::LostGitFile {
+                    lost: dir,
+                    top: top.to_path_buf(),
+                    what: "a submodule",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How deep superprojects of submodules are followed (a submodule of a submodule …).
+const MAX_NESTING: usize = 8;
+/// The largest `.git`, `commondir`, `gitdir` or git config file read (git writes one line;
+/// a submodule's config is a few hundred bytes).
+const MAX_GIT_FILE: u64 = 64 * 1024;
+
 /// `lmeta`: `dotgit`'s `lstat`, from finding it.
+///
+/// Everything read here may have been written by an agent in an earlier launch (the
+/// worktree's `.git`, and the linked worktree's own git dir, are writable to it), so a
+/// layout is accepted only when it checks out both ways from files the agent could not
+/// have written to point elsewhere:
+/// - a linked worktree: the git dir is `<common>/worktrees/<id>`, its `commondir` names that
+///   `<common>`, and its `gitdir` names this `.git` back;
+/// - a submodule: the git dir lies under `modules/` of the superproject's git dir (found
+///   above the worktree, outside it), and its `core.worktree` names this worktree back.
+///
+/// Anything else is refused, never granted.
 fn layout(
     dotgit: &Path,
     lmeta: std::fs::Metadata,
     resolver: &mut Resolver,
+) -> Result<GitLayout, WorktreeError> {
+    layout_at(dotgit, lmeta, resolver, 0)
+}
+
+fn layout_at(
+    dotgit: &Path,
+    lmeta: std::fs::Metadata,
+    resolver: &mut Resolver,
+    depth: usize,
 ) -> Result<GitLayout, WorktreeError> {
     let bad = |why: String| WorktreeError::BadGitFile {
         path: dotgit.to_path_buf(),
@@ -200,49 +313,263 @@ fn layout(
             git_dir: dotgit.to_path_buf(),
         });
     }
-    let meta = if lmeta.file_type().is_symlink() {
-        std::fs::metadata(dotgit).map_err(|e| bad(e.to_string()))?
-    } else {
-        lmeta
-    };
-    if meta.is_dir() {
+    if lmeta.file_type().is_symlink() {
+        // A `.git` symlink to a directory is a main git dir kept elsewhere: nothing is
+        // granted for it. A symlink to anything else is not something git makes.
+        let meta = std::fs::metadata(dotgit).map_err(|e| bad(e.to_string()))?;
+        if !meta.is_dir() {
+            return Err(bad(
+                "it is a symbolic link to a file; git writes a plain file".into(),
+            ));
+        }
         let git_dir = resolver
             .canonicalize(dotgit)
             .map_err(|e| bad(e.to_string()))?;
         return Ok(GitLayout::Main { git_dir });
     }
-    let text = read_small(dotgit).map_err(|e| bad(e.to_string()))?;
-    let target = text
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("gitdir:"))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| bad("its first line is not `gitdir: <path>`".into()))?;
-    let base = dotgit.parent().unwrap_or(Path::new("/"));
+    let worktree = dotgit.parent().unwrap_or(Path::new("/"));
+    let text = read_git_file(dotgit).map_err(|e| bad(e.to_string()))?;
+    let target = gitfile_target(&text).map_err(bad)?;
     let git_dir = resolver
-        .canonicalize(&base.join(target))
+        .canonicalize(&worktree.join(target))
         .map_err(|e| bad(format!("its git dir {target}: {e}")))?;
-    let common_dir = match read_small(&git_dir.join("commondir")) {
-        Ok(c) => {
-            let c = c.trim();
-            let resolved = resolver
-                .canonicalize(&git_dir.join(c))
-                .map_err(|e| bad(format!("commondir {c}: {e}")))?;
-            Some(resolved)
+    if !git_dir.is_dir() {
+        return Err(bad(format!(
+            "its git dir {} is not a directory",
+            git_dir.display()
+        )));
+    }
+    refuse_wide(&git_dir, worktree, "git dir").map_err(bad)?;
+    let commondir = git_dir.join("commondir");
+    match read_git_file(&commondir) {
+        Ok(text) => {
+            let common = linked_common_dir(dotgit, &git_dir, &text, resolver).map_err(bad)?;
+            Ok(GitLayout::Linked {
+                git_dir,
+                common_dir: Some(common),
+            })
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(bad(format!("commondir: {e}"))),
-    };
-    Ok(GitLayout::Linked {
-        git_dir,
-        common_dir,
-    })
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            check_submodule(worktree, &git_dir, resolver, depth).map_err(bad)?;
+            Ok(GitLayout::Linked {
+                git_dir,
+                common_dir: None,
+            })
+        }
+        Err(e) => Err(bad(format!("{}: {e}", commondir.display()))),
+    }
 }
 
-/// A small text file (`.git`, `commondir`: one line).
-fn read_small(path: &Path) -> io::Result<String> {
-    crate::read_text(&mut std::fs::File::open(path)?, 256)
+/// The path a `.git` file names, read as git reads it (`read_gitfile_gently`): the whole
+/// file must be `gitdir: PATH` and trailing newlines; PATH is everything after the prefix,
+/// so a second line is part of it, and git itself would refuse such a file.
+fn gitfile_target(text: &str) -> Result<&str, String> {
+    let target = text
+        .strip_prefix("gitdir: ")
+        .ok_or_else(|| "it does not start with `gitdir: `".to_string())?
+        .trim_end_matches(['\n', '\r']);
+    if target.is_empty() {
+        return Err("it names no git dir".into());
+    }
+    if target.contains(['\n', '\r', '\0']) {
+        return Err("it has more than one line; git reads all of it as one path".into());
+    }
+    Ok(target)
+}
+
+/// The common dir of a linked worktree whose git dir is `git_dir` and whose `commondir`
+/// says `text`, checked both ways.
+fn linked_common_dir(
+    dotgit: &Path,
+    git_dir: &Path,
+    text: &str,
+    resolver: &mut Resolver,
+) -> Result<PathBuf, String> {
+    let c = one_line(text).map_err(|why| format!("{}/commondir: {why}", git_dir.display()))?;
+    let common = resolver
+        .canonicalize(&git_dir.join(c))
+        .map_err(|e| format!("{}/commondir names {c}: {e}", git_dir.display()))?;
+    // `<common>/worktrees/<id>`: the only place git puts a linked worktree's git dir.
+    let in_worktrees = git_dir
+        .parent()
+        .is_some_and(|p| p == common.join("worktrees"));
+    if !in_worktrees {
+        return Err(format!(
+            "its git dir {} is not <common dir>/worktrees/<id> of the common dir {} that its commondir names",
+            git_dir.display(),
+            common.display()
+        ));
+    }
+    let worktree = dotgit.parent().unwrap_or(Path::new("/"));
+    refuse_wide(&common, worktree, "common dir")?;
+    let back_file = git_dir.join("gitdir");
+    let back = read_git_file(&back_file).map_err(|e| format!("{}: {e}", back_file.display()))?;
+    let back = one_line(&back).map_err(|why| format!("{}: {why}", back_file.display()))?;
+    let names_us = resolver
+        .canonicalize(&git_dir.join(back))
+        .is_ok_and(|real| real == dotgit);
+    if !names_us {
+        return Err(format!(
+            "{} names {back}, not this worktree's .git back (a moved worktree: run `git worktree repair` in it)",
+            back_file.display()
+        ));
+    }
+    Ok(common)
+}
+
+/// A submodule's git dir must lie under `modules/` of its superproject's git dir, and its
+/// `core.worktree` must name `worktree` back.
+fn check_submodule(
+    worktree: &Path,
+    git_dir: &Path,
+    resolver: &mut Resolver,
+    depth: usize,
+) -> Result<(), String> {
+    let not_sub = |why: String| {
+        format!(
+            "its git dir {} has no commondir, so it must be a submodule's, but {why}; landwall grants a git dir outside the worktree only to linked worktrees and submodules",
+            git_dir.display()
+        )
+    };
+    if depth >= MAX_NESTING {
+        return Err(not_sub(format!(
+            "submodules nest more than {MAX_NESTING} deep"
+        )));
+    }
+    let above = worktree.parent().and_then(find_dotgit);
+    let Some((_, (super_dotgit, super_meta))) = above else {
+        return Err(not_sub("no superproject lies above the worktree".into()));
+    };
+    let superproject = layout_at(&super_dotgit, super_meta, resolver, depth + 1)
+        .map_err(|e| not_sub(format!("its superproject is not usable ({e})")))?;
+    let roots: Vec<PathBuf> = match superproject {
+        GitLayout::Main { git_dir } => vec![git_dir],
+        GitLayout::Linked {
+            git_dir,
+            common_dir,
+        } => std::iter::once(git_dir).chain(common_dir).collect(),
+        GitLayout::None => Vec::new(),
+    };
+    let under_modules = roots
+        .iter()
+        .any(|r| git_dir.starts_with(r.join("modules")) && git_dir != r.join("modules"));
+    if !under_modules {
+        return Err(not_sub(format!(
+            "it is not under modules/ of the superproject's git dir ({})",
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let config = git_dir.join("config");
+    let text = read_git_file(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let named = core_worktree(&text).ok_or_else(|| {
+        format!(
+            "{} sets no core.worktree naming this worktree",
+            config.display()
+        )
+    })?;
+    let back = resolver
+        .canonicalize(&git_dir.join(named))
+        .map_err(|e| format!("{}: core.worktree {named}: {e}", config.display()))?;
+    if back != worktree {
+        return Err(format!(
+            "{}: core.worktree names {}, not this worktree",
+            config.display(),
+            back.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `core.worktree` from a git config file's text: the last one in a `[core]` section.
+/// Only the plain form git itself writes is understood (`\tworktree = VALUE`, optionally
+/// quoted); anything else reads as absent, which refuses the layout.
+fn core_worktree(text: &str) -> Option<&str> {
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_core = line.eq_ignore_ascii_case("[core]");
+            continue;
+        }
+        if !in_core {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if key.trim().eq_ignore_ascii_case("worktree") {
+            let v = value.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v);
+            found = (!v.is_empty() && !v.contains(['\\', '"', ';', '#'])).then_some(v);
+        }
+    }
+    found
+}
+
+/// One line, as git reads `commondir` and `gitdir`: trailing newlines dropped, nothing else.
+fn one_line(text: &str) -> Result<&str, &'static str> {
+    let line = text.trim_end_matches(['\n', '\r']);
+    if line.is_empty() {
+        return Err("it is empty");
+    }
+    if line.contains(['\n', '\r', '\0']) {
+        return Err("it has more than one line");
+    }
+    Ok(line)
+}
+
+/// A git dir or common dir may not be a system directory, nor `worktree` or an ancestor of
+/// it: granting it would grant far more than one repository's metadata.
+fn refuse_wide(dir: &Path, worktree: &Path, what: &str) -> Result<(), String> {
+    if is_system_directory(dir) {
+        return Err(format!(
+            "its {what} {} is a system directory",
+            dir.display()
+        ));
+    }
+    if worktree.starts_with(dir) {
+        return Err(format!(
+            "its {what} {} is the worktree or one of its ancestors",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a small git file without following a final symlink or blocking on a FIFO, and
+/// only if it is a regular file of at most [`MAX_GIT_FILE`] bytes: the agent may have put
+/// anything at these names.
+fn read_git_file(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => io::Error::other("it is a symbolic link"),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    let mut bytes = Vec::with_capacity(256);
+    (&mut file).take(MAX_GIT_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_GIT_FILE {
+        return Err(io::Error::other(format!(
+            "it is larger than {MAX_GIT_FILE} bytes"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| io::Error::other("it is not UTF-8"))
 }
 
 #[cfg(test)]
@@ -281,6 +608,11 @@ mod tests {
         let common = s.0.join("main/.git");
         fs::create_dir_all(common.join("worktrees/wt")).expect("mkdir");
         fs::write(common.join("worktrees/wt/commondir"), "../..\n").expect("write");
+        fs::write(
+            common.join("worktrees/wt/gitdir"),
+            format!("{}\n", s.0.join("wt/.git").display()),
+        )
+        .expect("write");
         fs::create_dir_all(s.0.join("wt")).expect("mkdir");
         fs::write(s.0.join("wt/.git"), "gitdir: ../main/.git/worktrees/wt\n").expect("write");
         let wt = discover(&s.0.join("wt"), None).expect("ok");
@@ -301,6 +633,11 @@ mod tests {
     fn submodule_has_no_commondir() {
         let s = Scratch::new("sub");
         fs::create_dir_all(s.0.join("super/.git/modules/m")).expect("mkdir");
+        fs::write(
+            s.0.join("super/.git/modules/m/config"),
+            "[core]\n\tbare = false\n\tworktree = ../../../m\n",
+        )
+        .expect("write");
         fs::create_dir_all(s.0.join("super/m")).expect("mkdir");
         fs::write(s.0.join("super/m/.git"), "gitdir: ../.git/modules/m\n").expect("write");
         let wt = discover(&s.0.join("super/m"), None).expect("ok");
@@ -312,6 +649,210 @@ mod tests {
                 common_dir: None
             }
         );
+    }
+
+    /// A linked worktree `wt` of the repository `main` (as `git worktree add` lays it out),
+    /// with `commondir` and `gitdir` as given.
+    fn linked(s: &Scratch, commondir: &str, gitdir: &str) -> PathBuf {
+        let g = s.0.join("main/.git/worktrees/wt");
+        fs::create_dir_all(&g).expect("mkdir");
+        fs::write(g.join("commondir"), commondir).expect("write");
+        fs::write(g.join("gitdir"), gitdir).expect("write");
+        fs::create_dir_all(s.0.join("wt")).expect("mkdir");
+        fs::write(s.0.join("wt/.git"), format!("gitdir: {}\n", g.display())).expect("write");
+        s.0.join("wt")
+    }
+
+    fn refused(dir: &Path) -> String {
+        match discover(dir, None) {
+            Err(e @ WorktreeError::BadGitFile { .. }) => e.to_string(),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn relative_back_pointer_is_accepted() {
+        let s = Scratch::new("relative");
+        let wt = linked(&s, "../..\n", "../../../../wt/.git\n");
+        assert!(matches!(
+            discover(&wt, None).expect("ok").git,
+            GitLayout::Linked { .. }
+        ));
+    }
+
+    #[test]
+    fn git_file_naming_another_directory_is_refused() {
+        // The agent's rewrite of its own `.git`: each target lacks the layout that names
+        // this worktree back.
+        let s = Scratch::new("forged");
+        let wt = linked(
+            &s,
+            "../..\n",
+            &format!("{}\n", s.0.join("wt/.git").display()),
+        );
+        fs::create_dir_all(s.0.join("elsewhere")).expect("mkdir");
+        for target in [
+            "/root",
+            "/etc",
+            "/usr",
+            "/",
+            s.0.to_str().expect("utf8"),
+            s.0.join("elsewhere").to_str().expect("utf8"),
+            s.0.join("main/.git").to_str().expect("utf8"),
+            s.0.join("main").to_str().expect("utf8"),
+        ] {
+            if !Path::new(target).exists() {
+                continue;
+            }
+            fs::write(wt.join(".git"), format!("gitdir: {target}\n")).expect("write");
+            let e = refused(&wt);
+            assert!(e.contains(".git"), "{target}: {e}");
+        }
+    }
+
+    #[test]
+    fn back_pointer_and_commondir_must_agree() {
+        let s = Scratch::new("backptr");
+        // gitdir names another worktree.
+        let wt = linked(&s, "../..\n", "/somewhere/else/.git\n");
+        assert!(refused(&wt).contains("not this worktree's .git back"));
+        // commondir names another repository than the one holding worktrees/<id>.
+        let s = Scratch::new("commondir");
+        fs::create_dir_all(s.0.join("other/.git")).expect("mkdir");
+        let back = format!("{}\n", s.0.join("wt/.git").display());
+        let wt = linked(
+            &s,
+            &format!("{}\n", s.0.join("other/.git").display()),
+            &back,
+        );
+        assert!(refused(&wt).contains("worktrees/<id>"));
+        // commondir naming the worktree's ancestor (a forged git dir inside the worktree).
+        let s = Scratch::new("ancestor");
+        fs::create_dir_all(s.0.join("wt/worktrees/x")).expect("mkdir");
+        fs::write(s.0.join("wt/worktrees/x/commondir"), "../..\n").expect("write");
+        fs::write(
+            s.0.join("wt/worktrees/x/gitdir"),
+            format!("{}\n", s.0.join("wt/.git").display()),
+        )
+        .expect("write");
+        fs::write(s.0.join("wt/.git"), "gitdir: worktrees/x\n").expect("write");
+        assert!(refused(&s.0.join("wt")).contains("the worktree or one of its ancestors"));
+    }
+
+    #[test]
+    fn git_file_is_read_whole_as_git_reads_it() {
+        let s = Scratch::new("stealth");
+        let back = format!("{}\n", s.0.join("wt/.git").display());
+        let wt = linked(&s, "../..\n", &back);
+        let real = s.0.join("main/.git/worktrees/wt");
+        // First line names a link into the target, git's real path on a later line.
+        fs::write(
+            wt.join(".git"),
+            format!("gitdir: /root\ngitdir: {}\n", real.display()),
+        )
+        .expect("write");
+        assert!(refused(&wt).contains("more than one line"));
+        fs::write(wt.join(".git"), format!("gitdir:{}\n", real.display())).expect("write");
+        assert!(refused(&wt).contains("gitdir: "));
+        fs::write(wt.join(".git"), format!("gitdir: {}\r\n", real.display())).expect("write");
+        assert!(discover(&wt, None).is_ok());
+    }
+
+    #[test]
+    fn fifo_and_oversized_git_files_do_not_block() {
+        let s = Scratch::new("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(s.0.join(".git"))
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let t = std::time::Instant::now();
+        assert!(refused(&s.0).contains("not a regular file"));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        fs::remove_file(s.0.join(".git")).expect("rm");
+        fs::write(s.0.join(".git"), vec![b'x'; 100_000]).expect("write");
+        assert!(refused(&s.0).contains("larger than"));
+    }
+
+    #[test]
+    fn commondir_fifo_does_not_block() {
+        let s = Scratch::new("fifo-common");
+        let back = format!("{}\n", s.0.join("wt/.git").display());
+        let wt = linked(&s, "../..\n", &back);
+        let commondir = s.0.join("main/.git/worktrees/wt/commondir");
+        fs::remove_file(&commondir).expect("rm");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&commondir)
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        assert!(refused(&wt).contains("not a regular file"));
+    }
+
+    #[test]
+    fn a_linked_worktree_that_lost_its_git_file_is_not_widened() {
+        let s = Scratch::new("lost");
+        fs::create_dir_all(s.0.join("main/.git/worktrees/n")).expect("mkdir");
+        let nested = s.0.join("main/.claude/worktrees/n");
+        fs::create_dir_all(nested.join("src")).expect("mkdir");
+        fs::write(
+            s.0.join("main/.git/worktrees/n/gitdir"),
+            format!("{}\n", nested.join(".git").display()),
+        )
+        .expect("write");
+        for start in [nested.clone(), nested.join("src")] {
+            match discover(&start, None) {
+                Err(WorktreeError::LostGitFile { lost, .. }) => assert_eq!(lost, nested),
+                other => panic!("not refused: {other:?}"),
+            }
+        }
+        // Started at the top, or in a directory that is no worktree: the checkout itself.
+        assert!(discover(&s.0.join("main"), None).is_ok());
+        fs::create_dir_all(s.0.join("main/docs")).expect("mkdir");
+        assert_eq!(
+            discover(&s.0.join("main/docs"), None).expect("ok").root,
+            s.0.join("main")
+        );
+    }
+
+    #[test]
+    fn a_submodule_that_lost_its_git_file_is_not_widened() {
+        let s = Scratch::new("lostsub");
+        fs::create_dir_all(s.0.join("super/.git")).expect("mkdir");
+        fs::create_dir_all(s.0.join("super/libs/m")).expect("mkdir");
+        fs::write(
+            s.0.join("super/.gitmodules"),
+            "[submodule \"m\"]\n\tpath = libs/m\n\turl = x\n",
+        )
+        .expect("write");
+        assert!(matches!(
+            discover(&s.0.join("super/libs/m"), None),
+            Err(WorktreeError::LostGitFile { .. })
+        ));
+    }
+
+    #[test]
+    fn submodule_git_dir_must_be_under_modules_and_name_it_back() {
+        let s = Scratch::new("subforge");
+        fs::create_dir_all(s.0.join("super/.git/modules/m")).expect("mkdir");
+        fs::create_dir_all(s.0.join("super/.git/modules/o")).expect("mkdir");
+        fs::write(
+            s.0.join("super/.git/modules/o/config"),
+            "[core]\n\tworktree = ../../../o\n",
+        )
+        .expect("write");
+        fs::create_dir_all(s.0.join("super/m")).expect("mkdir");
+        fs::create_dir_all(s.0.join("super/o")).expect("mkdir");
+        // A sibling submodule's git dir: core.worktree names the sibling.
+        fs::write(s.0.join("super/m/.git"), "gitdir: ../.git/modules/o\n").expect("write");
+        assert!(refused(&s.0.join("super/m")).contains("core.worktree"));
+        // The superproject's own git dir, with no commondir: not under modules/.
+        fs::write(s.0.join("super/m/.git"), "gitdir: ../.git\n").expect("write");
+        assert!(refused(&s.0.join("super/m")).contains("modules/"));
+        // No superproject at all.
+        fs::create_dir_all(s.0.join("lone/g")).expect("mkdir");
+        fs::write(s.0.join("lone/.git"), "gitdir: g\n").expect("write");
+        assert!(refused(&s.0.join("lone")).contains("superproject"));
     }
 
     #[test]

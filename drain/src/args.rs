@@ -28,7 +28,9 @@ Exit status:
   2    bad command line
   74   the spool could not be created, read or written
   75   another landwall-drain already serves this spool (its lock is held)
-  78   bad configuration, bad LANDWALL_DRAIN_SANDBOX value, or a configured path is missing
+  78   bad configuration, bad LANDWALL_DRAIN_SANDBOX value, a configured path is missing,
+       or the spool, the configuration file or the daemon's home lies where every job would
+       be granted it (/tmp, /dev/shm, a worktree root, a configured path)
   100  LANDWALL_DRAIN_SANDBOX=1 and the wall could not go up: do not restart
        (RestartPreventExitStatus=100)
 
@@ -87,6 +89,9 @@ pub struct RunJobArgs {
     /// The configuration file the daemon read.
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
+    /// The spool the daemon serves (its real path): kept out of the job's every grant.
+    #[arg(long, value_name = "DIR")]
+    pub spool: PathBuf,
     /// The job's worktree (a real path, already checked against the roots).
     #[arg(long, value_name = "DIR")]
     pub worktree: PathBuf,
@@ -145,6 +150,8 @@ mod tests {
             "__run-job",
             "--config",
             "/c",
+            "--spool",
+            "/s",
             "--worktree",
             "/w",
             "--agent",
@@ -163,7 +170,29 @@ mod tests {
             panic!("not the runner")
         };
         assert_eq!(r.env, ["A"]);
+        assert_eq!(r.spool, PathBuf::from("/s"));
         assert_eq!(r.argv, ["sh", "-c", "--env x"]);
+    }
+
+    #[test]
+    fn the_runner_needs_the_spool() {
+        // A runner that did not know the spool could not keep it out of the job's wall.
+        let e = Cli::try_parse_from([
+            "landwall-drain",
+            "__run-job",
+            "--config",
+            "/c",
+            "--worktree",
+            "/w",
+            "--agent",
+            "claude",
+            "--parent",
+            "1",
+            "--",
+            "true",
+        ])
+        .expect_err("no --spool");
+        assert!(e.to_string().contains("--spool"), "{e}");
     }
 
     #[test]

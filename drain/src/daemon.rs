@@ -1,8 +1,11 @@
 //! The daemon: start-up in a fixed order, then one event loop.
 //!
 //! Start-up, in order: mark inherited descriptors close-on-exec; read
-//! `LANDWALL_DRAIN_SANDBOX` and the configuration; with the flag, wall the daemon in (before
-//! anything in the spool is touched, not even the lock file); create the spool layout; take
+//! `LANDWALL_DRAIN_SANDBOX` and the configuration; refuse to serve if the spool, the
+//! configuration file, the daemon's home or executable lies within what every job is
+//! granted ([`offlimits::check_roots`]); with the flag, wall the daemon in (before
+//! anything in the spool is touched, not even the lock file); create the spool layout and
+//! use its real path from then on (for the runners' `--spool` too); take
 //! the lock; put back (or complete) jobs a dead daemon left in running/, after killing what
 //! is left of their process groups; watch queue/ and the signals; tell systemd READY=1.
 //!
@@ -32,11 +35,14 @@ use nix::unistd::Pid;
 
 use landwall::config::{self, Config, ConfigError, ConfigPaths};
 use landwall::launch::{self, LiveKernel};
-use landwall::spool::{self, JobResult, JobSpec, LockError, Rejected, Spool, SpoolError, State};
+use landwall::spool::{
+    self, printable, JobResult, JobSpec, LockError, Rejected, Spool, SpoolError, State,
+};
 
 use crate::args::DaemonArgs;
 use crate::exit;
 use crate::notify::Notifier;
+use crate::offlimits::{self, Own};
 use crate::procs::{self, signal_group};
 use crate::selfwall::{self, FLAG};
 
@@ -64,6 +70,9 @@ pub enum DrainError {
         /// Why.
         source: io::Error,
     },
+    /// The drain's own state lies within what every job would be granted.
+    #[error("{0}")]
+    Exposed(String),
     /// Marking descriptors, finding the executable.
     #[error("{0}")]
     Setup(landwall::Error),
@@ -90,7 +99,10 @@ impl DrainError {
     /// The documented exit status.
     pub fn exit_code(&self) -> i32 {
         match self {
-            DrainError::Flag(_) | DrainError::Config(_) | DrainError::Root { .. } => exit::CONFIG,
+            DrainError::Flag(_)
+            | DrainError::Config(_)
+            | DrainError::Root { .. }
+            | DrainError::Exposed(_) => exit::CONFIG,
             DrainError::Setup(e) | DrainError::Wall(e) => e.exit_code(),
             DrainError::Lock(LockError::Held { .. }) => exit::LOCKED,
             DrainError::Lock(LockError::Io(_)) | DrainError::Spool(_) | DrainError::Io { .. } => {
@@ -203,6 +215,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
     let spool_root =
         std::path::absolute(&spool_root).map_err(io_err("resolving the spool path"))?;
     let uid = nix::unistd::getuid().as_raw();
+    let is_root = nix::unistd::geteuid().is_root();
     let live = Live::new(&config, args.jobs, uid)?;
     let exe = std::env::current_exe().map_err(|source| {
         DrainError::Setup(landwall::Error::Exec {
@@ -210,6 +223,15 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
             source,
         })
     })?;
+    let mut own = Own {
+        spool: spool_root.clone(),
+        config_file: config_path.clone(),
+        homes: offlimits::homes(std::env::var_os("HOME").as_deref(), uid),
+        exe: Some(exe.clone()),
+    };
+    // Before the wall and before the spool is touched: a spool in /tmp or in a root is a
+    // configuration error (78), not a wall that cannot go up.
+    offlimits::check_roots(&config, &live.roots, &own, is_root).map_err(DrainError::Exposed)?;
     let notifier = match Notifier::connect(std::env::var_os("NOTIFY_SOCKET").as_deref()) {
         Ok(n) => n,
         Err(e) => {
@@ -226,7 +248,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
             roots: &live.roots,
             exe: &exe,
             config_file,
-            is_root: nix::unistd::geteuid().is_root(),
+            is_root,
         })
         .map_err(DrainError::Wall)?;
         let enforced =
@@ -250,8 +272,16 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
         );
     }
 
+    Spool::new(&spool_root).create_layout()?;
+    // From here on the spool's real path: a symbolic link on the way to it, wherever it
+    // lies, can no longer move the daemon (or a job's off-limits list) to another spool.
+    let spool_root = std::fs::canonicalize(&spool_root).map_err(|source| SpoolError {
+        what: "resolving",
+        path: spool_root.clone(),
+        source,
+    })?;
+    own.spool = spool_root.clone();
     let spool = Spool::new(spool_root);
-    spool.create_layout()?;
     let _lock = spool::lock(&spool)?;
     let cleaned = spool::clean(&spool, TMP_AGE)?;
     if cleaned > 0 {
@@ -268,6 +298,8 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
         once: args.once,
         walled,
         uid,
+        is_root,
+        own,
         pid: std::process::id(),
         live,
         running: Vec::new(),
@@ -476,6 +508,9 @@ struct Daemon {
     once: bool,
     walled: bool,
     uid: u32,
+    is_root: bool,
+    /// The drain's own state, which no job may be granted.
+    own: Own,
     pid: u32,
     live: Live,
     running: Vec<Running>,
@@ -558,7 +593,12 @@ impl Daemon {
     fn reload(&mut self) {
         let loaded = load_config(&self.config_path)
             .map_err(DrainError::from)
-            .and_then(|c| Live::new(&c, self.jobs_cli, self.uid));
+            .and_then(|c| {
+                let live = Live::new(&c, self.jobs_cli, self.uid)?;
+                offlimits::check_roots(&c, &live.roots, &self.own, self.is_root)
+                    .map_err(DrainError::Exposed)?;
+                Ok(live)
+            });
         match loaded {
             Ok(live) => {
                 if self.walled && live.roots != self.live.roots {
@@ -642,7 +682,7 @@ impl Daemon {
         spool::finish(&self.spool, &result)?;
         match (state, reason) {
             (State::Done, _) => log::info!("job {id}: done ({how}, {})", human(duration)),
-            (_, Some(why)) => log::warn!("job {id}: failed ({how}): {why}"),
+            (_, Some(why)) => log::warn!("job {id}: failed ({how}): {}", printable(&why)),
             _ => log::warn!("job {id}: failed ({how}, {})", human(duration)),
         }
         Ok(())
@@ -716,7 +756,7 @@ impl Daemon {
                     if self.warned.insert(path.clone()) {
                         log::warn!(
                             "ignoring {}: not a job name (job files are named ID.toml, ID of ASCII letters, digits, `.`, `_` and `-`)",
-                            path.display()
+                            printable(&path.to_string_lossy())
                         );
                     }
                 }
@@ -770,7 +810,7 @@ impl Daemon {
                 log::info!(
                     "job {id}: started (process group {}) in {}: {:?}",
                     r.pid,
-                    worktree.display(),
+                    printable(&worktree.to_string_lossy()),
                     spec.argv
                 );
                 self.running.push(r);
@@ -795,7 +835,7 @@ impl Daemon {
                 duration_secs: None,
             },
         )?;
-        log::warn!("job {id}: failed: {reason}");
+        log::warn!("job {id}: failed: {}", printable(&reason));
         Ok(())
     }
 
@@ -822,6 +862,8 @@ impl Daemon {
         cmd.arg("__run-job")
             .arg("--config")
             .arg(&self.config_path)
+            .arg("--spool")
+            .arg(self.spool.root())
             .arg("--worktree")
             .arg(worktree)
             .arg("--agent")

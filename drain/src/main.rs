@@ -10,6 +10,7 @@
 
 mod daemon;
 mod notify;
+mod offlimits;
 mod procs;
 mod runner;
 mod selfwall;

@@ -10,8 +10,15 @@
 //! Steps, in order: die with the daemon (parent-death signal, then check the parent is
 //! still the daemon); take the status pipe; mark inherited descriptors close-on-exec; read
 //! the configuration; find the command on PATH; build the policy (worktree, agent, extra
-//! variable names) and check its worktree is still the one the daemon checked; drop
-//! capabilities, no_new_privs, Landlock, seccomp, self-check; exec.
+//! variable names; the drain's own state off limits, no `$HOME`) and check its worktree is
+//! still the one the daemon checked; drop capabilities, no_new_privs, Landlock, seccomp,
+//! self-check; exec.
+//!
+//! The drain's own state is never granted to a job ([`crate::offlimits`]): the spool the
+//! daemon serves (`--spool`, not only `[drain] spool`), the configuration it read, its home
+//! and its executable. A job whose policy would reach one of them (through its `.git` file,
+//! its command's directory or the configuration) is not started: its result is `failed`
+//! with the policy's one-line reason, and the daemon goes on.
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -28,6 +35,7 @@ use landwall::worktree::WorktreeError;
 use landwall::{plan, Error};
 
 use crate::args::RunJobArgs;
+use crate::offlimits::{self, Own};
 
 /// Runs one job; returns only on failure, with the exit status the daemon records.
 pub fn main(args: RunJobArgs) -> i32 {
@@ -90,22 +98,38 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
     )
     .map_err(Error::Fds)?;
     let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let config = config::load(&ConfigPaths {
+    let mut config = config::load(&ConfigPaths {
         system: args.config.clone(),
         user: None,
     })?;
+    // The runner's environment is the daemon's: its HOME is the daemon's home.
+    let own = Own {
+        spool: args.spool.clone(),
+        config_file: args.config.clone(),
+        homes: offlimits::homes(
+            std::env::var_os("HOME").as_deref(),
+            nix::unistd::getuid().as_raw(),
+        ),
+        exe: std::env::current_exe().ok(),
+    };
+    config.off_limits.extend(own.off_limits());
     let cmd = args
         .argv
         .first()
         .ok_or_else(|| Error::Usage("no command".into()))?;
     let program = plan::resolve_command(cmd, &vars)?;
+    // No `$HOME` grant: the daemon's home holds its dotfiles and credentials, and is off
+    // limits (a job that could write ~/.bashrc would run outside every wall). HOME stays in
+    // the job's environment, unreadable to it, as it always was under the daemon's own wall.
+    let policy_vars: Vec<(OsString, OsString)> =
+        vars.iter().filter(|(k, _)| k != "HOME").cloned().collect();
     let mut policy = plan::build_policy(
         &args.agent,
         Some(&program),
         &args.worktree,
         false,
         Some(&args.worktree),
-        &vars,
+        &policy_vars,
         &config,
     )?;
     // The daemon checked this real path against the roots; if it resolves elsewhere now (a

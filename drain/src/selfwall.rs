@@ -7,13 +7,19 @@
 //! this wall); read-only are the system roots, the daemon's own directory (it starts itself
 //! as each job's runner), the configured `read_only` paths and agents, and the
 //! configuration file. Jobs stack their own, narrower wall on top.
+//!
+//! The spool is the one grant of this wall that no job's may have: every policy keeps the
+//! spool off limits ([`OffLimits`]), this one included for every grant but the spool's
+//! own. So the policy is built for `/tmp` in the place of the worktree (granted read-write
+//! by every policy anyway, so it adds nothing) with the spool off limits, which proves that
+//! no other grant reaches it, and the spool's rule is added after that check.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use landwall::config::Config;
 use landwall::launch::Kernel;
-use landwall::policy::{self, Inputs, Policy};
+use landwall::policy::{self, Access, Inputs, OffLimits, Policy, Rule};
 use landwall::wall::Enforced;
 use landwall::worktree::{GitLayout, Worktree};
 use landwall::Error;
@@ -77,10 +83,16 @@ pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
     if let Some(file) = inputs.config_file {
         config.read_only.push(file.to_path_buf());
     }
+    config.off_limits.push(OffLimits {
+        path: spool.clone(),
+        what: "the drain's spool".into(),
+        access: Access::ReadOnly,
+    });
+    let tmp = Path::new("/tmp");
     let mut p = policy::build(Inputs {
         agent: "landwall-drain",
         worktree: Worktree {
-            root: spool.clone(),
+            root: tmp.to_path_buf(),
             git: GitLayout::None,
         },
         home: None,
@@ -90,9 +102,26 @@ pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
         // The daemon walls itself once per start: no cache to keep.
         link_cache: None,
     })?;
+    // No grant reaches the spool (checked above): its rule is the only one on it.
+    p.rules.push(Rule {
+        path: spool.clone(),
+        access: Access::ReadWrite,
+        is_dir: true,
+        reason: "the spool".into(),
+    });
+    // The policy's order: strongest grant first, then shortest path.
+    p.rules.sort_by(|a, b| {
+        b.access
+            .cmp(&a.access)
+            .then_with(|| a.path.as_os_str().len().cmp(&b.path.as_os_str().len()))
+    });
+    p.worktree = Worktree {
+        root: spool,
+        git: GitLayout::None,
+    };
     for rule in &mut p.rules {
-        if rule.path == spool {
-            rule.reason = "the spool".into();
+        if rule.reason == "worktree" && rule.path == tmp {
+            rule.reason = "temporary files".into();
         } else if inputs.roots.contains(&rule.path) {
             rule.reason = "`worktree_roots` in [drain]".into();
         } else if rule.reason == "the real agent's install directory" {
@@ -165,6 +194,21 @@ mod tests {
             }
             Ok(())
         }
+        // The shim's quarantine steps: never taken by the daemon's own wall.
+        fn watch(&mut self, _: &landwall::policy::Quarantine) -> io::Result<()> {
+            self.steps.push("watch");
+            Ok(())
+        }
+        fn private_namespace(
+            &mut self,
+            _: &landwall::policy::Quarantine,
+        ) -> Result<(), landwall::ns::NsError> {
+            self.steps.push("namespace");
+            Ok(())
+        }
+        fn note(&mut self, _: &str) {
+            self.steps.push("note");
+        }
         fn thread_count(&mut self) -> io::Result<usize> {
             self.step("threads");
             Ok(if self.fail_at == Some("threads") {
@@ -202,7 +246,8 @@ mod tests {
     }
 
     fn scratch(tag: &str) -> PathBuf {
-        let p = std::env::temp_dir().join(format!("lw-selfwall-{tag}-{}", std::process::id()));
+        // Not under /tmp: a spool there is refused (every job may write /tmp).
+        let p = PathBuf::from(format!("/var/tmp/lw-selfwall-{tag}-{}", std::process::id()));
         let _ignored = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(p.join("spool")).expect("mkdir");
         std::fs::create_dir_all(p.join("roots/a")).expect("mkdir");
@@ -210,10 +255,13 @@ mod tests {
     }
 
     fn build(dir: &Path) -> Result<Policy, Error> {
-        let config = Config::default();
+        build_with(dir, &Config::default())
+    }
+
+    fn build_with(dir: &Path, config: &Config) -> Result<Policy, Error> {
         let roots = [dir.join("roots/a")];
         policy(Inputs2 {
-            config: &config,
+            config,
             spool: &dir.join("spool"),
             roots: &roots,
             exe: Path::new("/usr/bin/true"),
@@ -264,15 +312,44 @@ mod tests {
         assert_eq!(access(PathBuf::from("/usr/bin/sh")), Some(Access::ReadOnly));
         assert_eq!(access(PathBuf::from("/root/.ssh")), None);
         assert_eq!(access(PathBuf::from("/var/lib/x")), None);
-        // Under /tmp the spool's rule is folded into the rule for /tmp.
+        assert_eq!(access(PathBuf::from("/tmp/x")), Some(Access::ReadWrite));
+        let spool = dir.join("spool");
+        let on_spool: Vec<&Rule> = p.rules.iter().filter(|r| r.path == spool).collect();
+        assert_eq!(on_spool.len(), 1, "{:?}", p.rules);
+        assert_eq!(
+            (on_spool[0].access, on_spool[0].reason.as_ref()),
+            (Access::ReadWrite, "the spool")
+        );
         assert!(
-            dir.starts_with("/tmp")
-                || p.rules
-                    .iter()
-                    .any(|r| r.reason == "the spool" && r.access == Access::ReadWrite),
+            p.rules.iter().all(|r| r.reason != "worktree"),
             "{:?}",
             p.rules
         );
+        assert!(
+            p.rules.windows(2).all(|w| w[0].access >= w[1].access),
+            "{:?}",
+            p.rules
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn the_configured_spool_is_granted_to_the_daemon_and_nothing_else_reaches_it() {
+        // `[drain] spool` is off limits to every policy; the daemon's own must still grant
+        // it (the production set-up: no --spool, the spool from the configuration).
+        let dir = scratch("configured");
+        let mut config = Config::default();
+        config.drain.spool = Some(dir.join("spool"));
+        let p = build_with(&dir, &config).expect("policy");
+        assert_eq!(
+            p.decide(&dir.join("spool/queue/x")).rule.map(|r| r.access),
+            Some(Access::ReadWrite)
+        );
+        // A configured grant that would reach it is refused whole, with the spool named.
+        config.read_only.push(dir.clone());
+        let e = build_with(&dir, &config).expect_err("read_only over the spool");
+        assert_eq!(e.exit_code(), landwall::exit::CONFIG, "{e}");
+        assert!(e.to_string().contains("spool"), "{e}");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

@@ -224,6 +224,10 @@ struct GitJson<'a> {
     layout: &'static str,
     git_dir: Option<&'a Path>,
     common_dir: Option<&'a Path>,
+    /// Where new objects go (linked worktrees).
+    quarantine: Option<&'a Path>,
+    /// Where each git dir came from and how it was checked.
+    sources: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -242,25 +246,75 @@ struct EnvJson {
     deny: Vec<String>,
 }
 
-fn git_json(layout: &GitLayout) -> GitJson<'_> {
-    match layout {
+/// Where each git dir of `policy` came from and how it was checked (for `doctor`).
+pub(crate) fn git_sources(policy: &Policy) -> Vec<String> {
+    git_json(policy).sources
+}
+
+fn git_json(policy: &Policy) -> GitJson<'_> {
+    let quarantine = policy.quarantine.as_ref().map(|q| q.dir.as_path());
+    let dotgit = policy.worktree.root.join(".git");
+    match &policy.worktree.git {
         GitLayout::None => GitJson {
             layout: "none",
             git_dir: None,
             common_dir: None,
+            quarantine,
+            sources: Vec::new(),
         },
         GitLayout::Main { git_dir } => GitJson {
             layout: "main",
             git_dir: Some(git_dir),
             common_dir: None,
+            quarantine,
+            sources: vec![format!(
+                "git dir {}: the worktree's own .git directory",
+                git_dir.display()
+            )],
         },
         GitLayout::Linked {
             git_dir,
-            common_dir,
+            common_dir: Some(common),
         } => GitJson {
             layout: "linked",
             git_dir: Some(git_dir),
-            common_dir: common_dir.as_deref(),
+            common_dir: Some(common),
+            quarantine,
+            sources: vec![
+                format!(
+                    "git dir {}: named by {}; its gitdir names that file back",
+                    git_dir.display(),
+                    dotgit.display()
+                ),
+                format!(
+                    "common dir {}: named by {}/commondir; holds worktrees/{}",
+                    common.display(),
+                    git_dir.display(),
+                    git_dir
+                        .file_name()
+                        .map(|n| n.to_string_lossy())
+                        .unwrap_or_default()
+                ),
+                format!(
+                    "objects {}/objects: read-only; new objects go to {} and are verified into it by a watcher outside the wall",
+                    common.display(),
+                    quarantine.map(|q| q.display().to_string()).unwrap_or_default()
+                ),
+            ],
+        },
+        GitLayout::Linked {
+            git_dir,
+            common_dir: None,
+        } => GitJson {
+            layout: "submodule",
+            git_dir: Some(git_dir),
+            common_dir: None,
+            quarantine,
+            sources: vec![format!(
+                "git dir {}: named by {}; under the superproject's modules/, its core.worktree names this worktree back",
+                git_dir.display(),
+                dotgit.display()
+            )],
         },
     }
 }
@@ -282,7 +336,7 @@ fn policy(
         agent,
         real_agent: real.as_deref(),
         worktree: &policy.worktree.root,
-        git: git_json(&policy.worktree.git),
+        git: git_json(&policy),
         min_abi: policy.min_abi,
         rules: policy
             .rules
@@ -351,6 +405,9 @@ fn render_policy(p: &PolicyJson<'_>) -> String {
         _ => p.git.layout.to_string(),
     };
     let _infallible = writeln!(s, "git        {git}");
+    for source in &p.git.sources {
+        let _infallible = writeln!(s, "  {source}");
+    }
     let _infallible = writeln!(s, "min ABI    {}", p.min_abi);
     let _infallible = writeln!(s, "rules (everything else is denied):");
     for r in &p.rules {

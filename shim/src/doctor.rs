@@ -219,7 +219,17 @@ fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
         .filter(|p| policy.decide(p).rule.is_some_and(|r| r.access.writes()))
         .map(|p| p.display().to_string())
         .collect();
-    let mut out = vec![if writable.is_empty() {
+    let mut out = Vec::new();
+    if let Some(first) = crate::cli::git_sources(&policy).first() {
+        out.push(format!("git dirs    {first}"));
+        out.extend(
+            crate::cli::git_sources(&policy)
+                .iter()
+                .skip(1)
+                .map(|s| format!("            {s}")),
+        );
+    }
+    out.push(if writable.is_empty() {
         format!(
             "exposure    in {}: none of the sensitive paths checked is writable by the agent",
             policy.worktree.root.display()
@@ -230,7 +240,7 @@ fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
             policy.worktree.root.display(),
             writable.join(", ")
         )
-    }];
+    });
     out.extend(policy.notes.iter().map(|n| format!("note        {n}")));
     out
 }

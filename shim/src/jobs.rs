@@ -164,13 +164,34 @@ fn jobs_inner(vars: &plan::Vars, args: JobsArgs) -> Result<(), Failure> {
     let spool = spool_for(args.spool, &config);
     let list = spool::list(&spool).map_err(|e| Failure(exit::OUTPUT, e.to_string()))?;
     let text = if args.json {
-        serde_json::to_string_pretty(&list)
-            .map_err(|e| Failure(exit::OUTPUT, format!("encoding JSON: {e}")))?
-            + "\n"
+        json_for_terminals(
+            &serde_json::to_string_pretty(&list)
+                .map_err(|e| Failure(exit::OUTPUT, format!("encoding JSON: {e}")))?,
+        ) + "\n"
     } else {
         table(&list)
     };
     write_stdout(&text)
+}
+
+/// serde_json escapes the C0 controls in strings, but passes DEL, the C1 controls and the
+/// invisible formatting characters through raw: escape those as `\uXXXX` too, so that
+/// `--json` on a terminal is as safe as the table. Outside its strings JSON has only ASCII
+/// punctuation and whitespace (never one of these), so replacing each by its escape
+/// leaves the same document.
+fn json_for_terminals(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if u32::from(c) >= 0x7f && spool::is_unprintable(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn status_of(j: &JobInfo) -> String {
@@ -195,19 +216,22 @@ fn nix_signal_name(sig: i32) -> String {
     }
 }
 
-/// One line per job: ID, state, status, start, duration, reason.
+/// One line per job: ID, state, status, start, duration, reason. Every cell that comes from
+/// a file in the spool goes through [`spool::printable`]: a reason can quote what a job
+/// wrote (its `.git` file), and must not reach the terminal as escape sequences.
 fn table(list: &[JobInfo]) -> String {
+    let cell = |s: &str| spool::printable(s).into_owned();
     let rows: Vec<[String; 6]> = list
         .iter()
         .map(|j| {
             [
-                j.id.clone(),
+                cell(&j.id),
                 j.state.as_str().to_string(),
                 status_of(j),
-                j.started_at.clone().unwrap_or_else(|| "-".into()),
+                j.started_at.as_deref().map_or_else(|| "-".into(), cell),
                 j.duration_secs
                     .map_or_else(|| "-".into(), |d| format!("{d:.3}s")),
-                j.reason.clone().unwrap_or_default(),
+                j.reason.as_deref().map(cell).unwrap_or_default(),
             ]
         })
         .collect();
@@ -279,5 +303,37 @@ mod tests {
         );
         assert!(lines[2].contains("SIGKILL"), "{t}");
         assert!(lines[3].contains("queued"), "{t}");
+    }
+
+    #[test]
+    fn the_table_escapes_what_a_job_could_have_written() {
+        let mut j = info("a", State::Failed, Some(78), None);
+        j.reason = Some("not started: .git: \x1b]0;pwned\x07\x1b[2J\nnext \u{9b}1m".into());
+        j.started_at = Some("\x1b[31m".into());
+        let t = table(&[j]);
+        assert!(
+            !t.chars().any(|c| c != '\n' && spool::is_unprintable(c)),
+            "{t:?}"
+        );
+        assert_eq!(t.lines().count(), 2, "{t:?}");
+        assert!(t.contains("\\e]0;pwned\\x07\\e[2J\\nnext \\u{9b}1m"), "{t}");
+        assert!(t.contains("\\e[31m"), "{t}");
+    }
+
+    #[test]
+    fn json_stays_json_and_escapes_every_control() {
+        let mut j = info("a", State::Failed, None, None);
+        j.reason = Some("\x1b[2J\x07 \x7f \u{9b} \u{202e} \u{e0041}".into());
+        j.argv = Some(vec!["sh".into(), "\x1b]0;pwned\x07".into()]);
+        let text = json_for_terminals(&serde_json::to_string_pretty(&[&j]).expect("json"));
+        assert!(
+            !text.chars().any(|c| c != '\n' && spool::is_unprintable(c)),
+            "{text:?}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&text).expect("still JSON");
+        assert_eq!(back[0]["reason"], j.reason.as_deref().expect("reason"));
+        assert_eq!(back[0]["argv"][1], "\x1b]0;pwned\x07");
+        assert!(text.contains("\\u001b]0;pwned\\u0007"), "{text}");
+        assert!(text.contains("\\udb40\\udc41"), "{text}");
     }
 }

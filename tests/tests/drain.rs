@@ -593,9 +593,12 @@ fn without_the_flag_it_warns_once_with_it_it_walls_itself() {
     for (flag, walled) in [(None, false), (Some("0"), false), (Some("1"), true)] {
         let d = Drain::new("drain-flag");
         let wt = d.wt("w");
-        // The job's own wall grants $HOME; the daemon's wall does not, so a job inside a
-        // walled daemon cannot write there.
-        let id = d.submit_sh(&wt, "echo x > \"$HOME/probe\"; echo home=$?; echo y > own");
+        // The job's own wall grants the directory of the program it runs (here the
+        // sandbox's agents/); the daemon's wall does not, so inside a walled daemon the
+        // job cannot be exec'd. No job ever gets the daemon's $HOME, walled or not.
+        let program = d.sb.agent_script("probe", "echo program-ran");
+        let home_id = d.submit_sh(&wt, "echo x > \"$HOME/probe\"; echo home=$?; echo y > own");
+        let program_id = d.submit(&wt, &[], &[program.to_str().expect("utf-8")]);
         let mut c = d.drain();
         c.arg("--once");
         if let Some(v) = flag {
@@ -611,11 +614,18 @@ fn without_the_flag_it_warns_once_with_it_it_walls_itself() {
             err.lines().filter(|l| l.contains(" WARN ")).count() <= 1,
             "{err}"
         );
-        assert_eq!(d.expect_result(&id).0, "done", "{flag:?}");
+        assert_eq!(d.expect_result(&home_id).0, "done", "{flag:?}");
         assert!(wt.join("own").exists(), "{flag:?}");
-        let log = d.log_of(&id);
-        assert_eq!(log.contains("home=0"), !walled, "{flag:?}: {log}");
-        assert_eq!(d.sb.home().join("probe").exists(), !walled, "{flag:?}");
+        let log = d.log_of(&home_id);
+        assert!(!log.contains("home=0"), "{flag:?}: {log}");
+        assert!(!d.sb.home().join("probe").exists(), "{flag:?}");
+        let (state, r) = d.expect_result(&program_id);
+        assert_eq!(state == "done", !walled, "{flag:?}: {r:?}");
+        assert_eq!(
+            d.log_of(&program_id).contains("program-ran"),
+            !walled,
+            "{flag:?}"
+        );
     }
 }
 
@@ -815,12 +825,20 @@ fn a_timeout_kills_the_jobs_group_and_says_so() {
 #[test]
 fn jobs_run_in_parallel_with_jobs_n() {
     let d = Drain::new("drain-parallel");
+    // A place both jobs may write (no job gets the daemon's $HOME).
+    let met = d.sb.root.join("meet");
+    fs::create_dir_all(&met).expect("mkdir");
+    d.sb.config(&format!(
+        "writable = [{met:?}]\n[drain]\nworktree_roots = [{:?}]\ngrace = \"1s\"\n",
+        d.work()
+    ));
     // Each job waits (up to 30 s) for the other to have started: only together do both pass.
     let meet = |me: &str, other: &str| {
+        let (me, other) = (met.join(me), met.join(other));
         format!(
-            "touch \"$HOME/{me}\"; i=0; \
-             while [ ! -e \"$HOME/{other}\" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
-             [ -e \"$HOME/{other}\" ]"
+            "touch {me:?}; i=0; \
+             while [ ! -e {other:?} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+             [ -e {other:?} ]"
         )
     };
     let ids = [
@@ -973,6 +991,8 @@ fn the_runner_refuses_a_worktree_that_resolves_elsewhere_than_checked() {
     c.arg("__run-job")
         .arg("--config")
         .arg(d.config_path())
+        .arg("--spool")
+        .arg(d.spool())
         .arg("--worktree")
         .arg(&swapped)
         .args(["--agent", "claude", "--parent"])
@@ -988,4 +1008,474 @@ fn the_runner_refuses_a_worktree_that_resolves_elsewhere_than_checked() {
         stderr(&out)
     );
     assert!(!other.join("marker").exists());
+}
+
+// ---- The drain's own state is never a job's (docs/drain.md, "Why a job cannot submit a
+// job"). Jobs run as the daemon's uid, so a job file a job managed to put in queue/ would be
+// accepted: these tests show that no job's wall reaches the spool, and each control shows
+// that the same attempt outside the wall, as the daemon's uid, gets a forged job run in
+// another project's worktree with a variable from the daemon's environment.
+
+/// The variable a forged job goes for, set in the daemon's environment only.
+const TOKEN: (&str, &str) = ("DEPLOY_TOKEN", "deploy-token-4242");
+
+impl Drain {
+    /// `landwall-drain --once` with `TOKEN` in its environment and the flag if given.
+    fn once_with_token(&self, flag: Option<&str>) -> std::process::Output {
+        let mut c = self.drain();
+        c.arg("--once").env(TOKEN.0, TOKEN.1);
+        if let Some(v) = flag {
+            c.env("LANDWALL_DRAIN_SANDBOX", v);
+        }
+        let out = run(&mut c);
+        assert!(
+            out.status.success(),
+            "--once failed: {:?}\n{}",
+            out.status,
+            stderr(&out)
+        );
+        out
+    }
+
+    /// A job file that, once run, writes the token into `victim/forged-marker`; kept in
+    /// `dir/forged.toml` for a job (or the control) to copy into queue/.
+    fn plant_forged_job(&self, dir: &Path, victim: &Path) -> PathBuf {
+        let text = format!(
+            "worktree = {victim:?}\nargv = [\"sh\", \"-c\", \"echo token=${} > forged-marker\"]\nenv = [\"{}\"]\n",
+            TOKEN.0, TOKEN.0
+        );
+        let p = dir.join("forged.toml");
+        fs::write(&p, text).expect("write forged job");
+        p
+    }
+
+    /// Whether the forged job ran (its marker holds the token).
+    fn forged_ran(&self, victim: &Path) -> bool {
+        fs::read_to_string(victim.join("forged-marker"))
+            .is_ok_and(|m| m.contains(&format!("token={}", TOKEN.1)))
+    }
+}
+
+/// The attempts of a job that goes for the spool: copy a job file into queue/, rename one
+/// in from /tmp, list queue/, read other jobs' results and logs. One line per attempt,
+/// `NAME=STATUS`.
+fn spool_attempts(spool: &Path) -> String {
+    format!(
+        "cp forged.toml {q}/zz-forged.toml; echo write=$?; \
+         cp forged.toml /tmp/lw-forged-$$.toml && mv /tmp/lw-forged-$$.toml {q}/zz-renamed.toml; echo rename=$?; \
+         rm -f /tmp/lw-forged-$$.toml; \
+         ls {q} > /dev/null; echo list=$?; \
+         cat {s}/done/*.toml {s}/failed/*.toml > /dev/null; echo read-results=$?; \
+         cat {s}/logs/*.log > /dev/null; echo read-logs=$?",
+        q = spool.join("queue").display(),
+        s = spool.display()
+    )
+}
+
+#[test]
+fn escape_job_writes_a_job_file_into_the_queue() {
+    for flag in [None, Some("1")] {
+        let d = Drain::new("drain-forge-queue");
+        let (a, b) = (d.wt("a"), d.wt("b"));
+        d.plant_forged_job(&a, &b);
+        // Something for it to read: an earlier job's result and log.
+        let earlier = d.submit(&b, &[], &["echo", "earlier output"]);
+        let attack = spool_attempts(&d.spool());
+        let id = d.submit_sh(&a, &attack);
+        let out = d.once_with_token(flag);
+
+        let log = d.log_of(&id);
+        for step in ["write", "rename", "list", "read-results", "read-logs"] {
+            assert!(log.contains(&format!("{step}=")), "{flag:?}: {log}");
+            assert!(
+                !log.contains(&format!("{step}=0")),
+                "{flag:?}: the job reached the spool ({step}):\n{log}"
+            );
+        }
+        assert!(!log.contains("earlier output"), "{flag:?}: {log}");
+        assert!(
+            d.names("queue").is_empty(),
+            "{flag:?}: a job file appeared:\n{}",
+            d.tree()
+        );
+        assert!(!d.forged_ran(&b), "{flag:?}: the forged job ran");
+        d.assert_each_finished_once(&[earlier.clone(), id.clone()]);
+        assert_eq!(
+            d.names("done").len() + d.names("failed").len(),
+            4,
+            "{flag:?}: only the two jobs:\n{}\n{}",
+            d.tree(),
+            stderr(&out)
+        );
+
+        // Control: the same attempts outside the wall, as the daemon's uid (root): the
+        // job file lands in queue/, owned by an allowed uid, and the daemon runs it in
+        // the other project's worktree with the daemon's token.
+        let mut c = Command::new("sh");
+        c.args(["-c", &attack]).current_dir(&a).env_clear();
+        c.env("PATH", landwall_e2e::SYSTEM_PATH);
+        let control = run(&mut c);
+        let said = stdout(&control);
+        assert!(
+            said.contains("write=0") && said.contains("list=0") && said.contains("read-logs=0"),
+            "{said}"
+        );
+        assert!(
+            d.names("queue").contains(&"zz-forged.toml".to_string()),
+            "{}",
+            d.tree()
+        );
+        d.once_with_token(flag);
+        assert!(d.forged_ran(&b), "control: the forged job did not run");
+    }
+}
+
+#[test]
+fn escape_git_file_points_a_job_at_the_spool() {
+    for target in ["", "queue"] {
+        for flag in [None, Some("1")] {
+            let d = Drain::new("drain-forge-gitdir");
+            let (a, b) = (d.wt("a"), d.wt("b"));
+            d.plant_forged_job(&a, &b);
+            let spool = d.spool();
+            // The spool must exist for `.git` to name it before the first run.
+            fs::create_dir_all(spool.join("queue")).expect("mkdir");
+            let gitdir = if target.is_empty() {
+                spool.clone()
+            } else {
+                spool.join(target)
+            };
+            // First run: the job points its worktree's `.git` at the spool (its own
+            // worktree is writable to it) …
+            let first = d.submit_sh(&a, &format!("printf 'gitdir: %s\\n' {gitdir:?} > .git"));
+            // … so that the next job in the same worktree would get the spool as "the
+            // submodule's git dir" and queue a job of its own.
+            let second = d.submit_sh(
+                &a,
+                "echo ran > second-ran; cp forged.toml \"$(sed 's/^gitdir: //' .git)\"/zz-forged.toml 2>/dev/null; cp forged.toml .git-target-queue/zz-forged.toml 2>/dev/null; true",
+            );
+            let out = d.once_with_token(flag);
+            assert_eq!(
+                fs::read_to_string(a.join(".git")).expect(".git"),
+                format!("gitdir: {}\n", gitdir.display()),
+                "premise: the first job rewrote .git"
+            );
+            assert_eq!(d.expect_result(&first).0, "done");
+            let (state, r) = d.expect_result(&second);
+            let reason = r.get("reason").cloned().unwrap_or_default();
+            assert_eq!(state, "failed", "{target:?} {flag:?}: {r:?}");
+            assert!(
+                reason.starts_with("not started:"),
+                "{target:?} {flag:?}: {reason}"
+            );
+            assert!(
+                reason.contains(&spool.display().to_string()),
+                "{target:?} {flag:?}: the reason does not name the spool: {reason}"
+            );
+            assert!(!a.join("second-ran").exists(), "the second job ran");
+            assert!(d.names("queue").is_empty(), "{}", d.tree());
+            assert!(!d.forged_ran(&b), "the forged job ran");
+            d.assert_each_finished_once(&[first.clone(), second.clone()]);
+            assert!(
+                stderr(&out).contains(&format!("job {second}: failed")),
+                "{}",
+                stderr(&out)
+            );
+
+            // Control: what the second job would have done with the spool writable, done
+            // outside the wall as the daemon's uid: the forged job is accepted and runs.
+            fs::copy(a.join("forged.toml"), spool.join("queue/zz-forged.toml")).expect("copy");
+            d.once_with_token(flag);
+            assert!(d.forged_ran(&b), "control: the forged job did not run");
+        }
+    }
+}
+
+/// `landwall-drain __run-job` for `wt` with the given spool, configuration and HOME; the
+/// job writes `marker` in its worktree.
+fn run_job(d: &Drain, wt: &Path, spool: &Path, config: &Path, home: &Path) -> std::process::Output {
+    let mut c = Command::new(bin_dir().join("landwall-drain"));
+    d.sb.clean_env(&mut c);
+    c.env("HOME", home)
+        .arg("__run-job")
+        .arg("--config")
+        .arg(config)
+        .arg("--spool")
+        .arg(spool)
+        .arg("--worktree")
+        .arg(wt)
+        .args(["--agent", "claude", "--parent"])
+        .arg(std::process::id().to_string())
+        .args(["--", "sh", "-c", "echo ran > marker"])
+        .current_dir(wt)
+        .stdin(Stdio::null());
+    run(&mut c)
+}
+
+#[test]
+fn the_runner_keeps_the_drains_state_out_of_every_grant() {
+    // Whatever would grant it (here the job's own worktree, or a configured path), a
+    // job's policy that reaches the spool, the daemon's configuration or home is refused
+    // whole (78, one line naming it) and the job never runs. Each has a control: the same
+    // job with that state elsewhere runs.
+    let d = Drain::new("drain-offlimits");
+    let wt = d.wt("w");
+    let (spool, config, home) = (d.spool(), d.config_path(), d.sb.home());
+    fs::create_dir_all(&spool).expect("mkdir");
+    let inside = |name: &str| {
+        let p = wt.join(name);
+        fs::create_dir_all(&p).expect("mkdir");
+        p
+    };
+    let in_config = wt.join("landwall.toml");
+    fs::copy(&config, &in_config).expect("copy config");
+    let shared = d.sb.root.join("shared");
+    fs::create_dir_all(shared.join("spool")).expect("mkdir");
+    let writable_config = d.sb.root.join("writable.toml");
+    fs::write(
+        &writable_config,
+        format!(
+            "writable = [{shared:?}]\n{}",
+            fs::read_to_string(&config).expect("config")
+        ),
+    )
+    .expect("write config");
+    let (in_spool, in_home) = (inside("spool"), inside("home"));
+    let shared_spool = shared.join("spool");
+    // (what, --spool, --config, HOME, the path the refusal names)
+    let cases: [(&str, &Path, &Path, &Path, &Path); 4] = [
+        (
+            "the spool in the worktree",
+            &in_spool,
+            &config,
+            &home,
+            &in_spool,
+        ),
+        (
+            "the spool under `writable`",
+            &shared_spool,
+            &writable_config,
+            &home,
+            &shared_spool,
+        ),
+        (
+            "the configuration in the worktree",
+            &spool,
+            &in_config,
+            &home,
+            &in_config,
+        ),
+        (
+            "the home in the worktree",
+            &spool,
+            &config,
+            &in_home,
+            &in_home,
+        ),
+    ];
+    for (what, spool_, config_, home_, exposed) in cases {
+        let _ignored = fs::remove_file(wt.join("marker"));
+        let out = run_job(&d, &wt, spool_, config_, home_);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{what}: {err}");
+        // (stdin is /dev/null here, not the daemon's pipe: the runner also says it could
+        // not report.)
+        let refusal: Vec<&str> = err.lines().filter(|l| l.contains("not started")).collect();
+        assert_eq!(refusal.len(), 1, "{what}: {err}");
+        // "… it would expose <what> <path>; <fix>"
+        assert!(
+            refusal[0].contains("would expose")
+                && refusal[0].contains(&format!(" {};", exposed.display())),
+            "{what}: {} not named: {err}",
+            exposed.display()
+        );
+        assert!(!wt.join("marker").exists(), "{what}: the job ran");
+    }
+    // Control: the state apart from the job's grants; the job runs.
+    let out = run_job(&d, &wt, &spool, &config, &home);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(wt.join("marker").exists());
+}
+
+#[test]
+fn a_spool_every_job_could_reach_stops_the_daemon() {
+    let d = Drain::new("drain-exposed");
+    d.wt("w");
+    let in_tmp = PathBuf::from(format!(
+        "/tmp/landwall-drain-test-{}-spool",
+        std::process::id()
+    ));
+    let _ignored = fs::remove_dir_all(&in_tmp);
+    for (what, spool, grant) in [
+        ("under /tmp", in_tmp.clone(), "/tmp".to_string()),
+        (
+            "in a worktree root",
+            d.work().join("spool"),
+            d.work().display().to_string(),
+        ),
+        (
+            "above a worktree root",
+            d.sb.root.clone(),
+            d.work().display().to_string(),
+        ),
+    ] {
+        for flag in ["0", "1"] {
+            let before = snapshot(&d.sb.root);
+            let mut c = Command::new(bin_dir().join("landwall-drain"));
+            d.sb.clean_env(&mut c);
+            c.arg("--spool")
+                .arg(&spool)
+                .arg("--config")
+                .arg(d.config_path())
+                .arg("--once")
+                .env("LANDWALL_DRAIN_SANDBOX", flag);
+            let out = run(&mut c);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{what} {flag}: {err}");
+            let refusal: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+            assert_eq!(refusal.len(), 1, "{what} {flag}: {err}");
+            for needle in [
+                spool.display().to_string(),
+                grant.clone(),
+                "move the spool".into(),
+            ] {
+                assert!(
+                    refusal[0].contains(&needle),
+                    "{what} {flag}: no {needle:?}: {err}"
+                );
+            }
+            assert!(!in_tmp.exists(), "{what} {flag}: the spool was created");
+            assert!(
+                !d.work().join("spool").exists(),
+                "{what} {flag}: the spool was created"
+            );
+            assert_eq!(
+                snapshot(&d.sb.root),
+                before,
+                "{what} {flag}: something was written"
+            );
+        }
+    }
+    // Control: the spool beside the roots; the daemon serves.
+    fs::create_dir_all(d.spool()).expect("mkdir");
+    let out = run(d
+        .drain()
+        .args(["--once"])
+        .env("LANDWALL_DRAIN_SANDBOX", "1"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn jobs_prints_no_raw_control_characters() {
+    let d = Drain::new("drain-escapes");
+    let wt = d.wt("w");
+    let title = "\x1b]0;pwned\x07";
+    let clear = "\x1b[2J";
+    // A job whose arguments hold the sequences, and that writes them into its `.git` file,
+    // which the next job's failure reason quotes.
+    let first = d.submit(
+        &wt,
+        &[],
+        &[
+            "sh",
+            "-c",
+            "printf 'gitdir: /nonexistent%s%s\\n' \"$1\" \"$2\" > .git",
+            "sh",
+            title,
+            clear,
+        ],
+    );
+    let second = d.submit(&wt, &[], &["echo", title, clear]);
+    let out = d.once();
+    assert_eq!(d.expect_result(&first).0, "done");
+    assert_eq!(d.expect_result(&second).0, "failed");
+    assert!(
+        !stderr(&out).contains('\x1b'),
+        "the daemon's log: {:?}",
+        stderr(&out)
+    );
+
+    let raw = |args: &[&str]| -> Vec<u8> {
+        let out = run(d.sb.landwall().args(args).arg("--spool").arg(d.spool()));
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        out.stdout
+    };
+    let json = raw(&["jobs", "--json"]);
+    let table = raw(&["jobs"]);
+    for (name, bytes) in [("--json", &json), ("table", &table)] {
+        for b in [0x1bu8, 0x07] {
+            assert!(
+                !bytes.contains(&b),
+                "{name}: raw {b:#04x}: {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+    // Control: the values really hold the sequences (printed as they are, they would
+    // reach the terminal): JSON decodes back to them.
+    let v: serde_json::Value = serde_json::from_slice(&json).expect("JSON");
+    let jobs = v.as_array().expect("array");
+    let argv_of = |id: &str| {
+        jobs.iter()
+            .find(|j| j["id"] == id)
+            .map(|j| j["argv"].clone())
+            .expect("job")
+    };
+    assert_eq!(argv_of(&second)[1], title);
+    assert_eq!(argv_of(&second)[2], clear);
+    let reason = jobs
+        .iter()
+        .find(|j| j["id"] == second.as_str())
+        .and_then(|j| j["reason"].as_str())
+        .expect("reason")
+        .to_string();
+    if reason.contains('\x1b') {
+        // The reason quotes the `.git` file: the table shows it escaped.
+        let table = String::from_utf8(table).expect("utf-8");
+        assert!(table.contains("\\e]0;pwned\\x07"), "{table}");
+    }
+}
+
+#[test]
+fn escape_command_installed_above_the_spool_reads_other_jobs_logs() {
+    // A job's wall grants the directory of its command read-only; installed in the
+    // directory that holds the spool, that grant would show every job's log and result.
+    // The runner refuses the job whole, the reason names the spool, and the daemon goes on.
+    let d = Drain::new("drain-reader");
+    let (a, b) = (d.wt("a"), d.wt("b"));
+    let reader = d.sb.root.join("reader");
+    let draft = d.sb.root.join(".reader.draft");
+    fs::write(
+        &draft,
+        "#!/bin/sh\ncat \"$1\"/logs/*.log \"$1\"/done/*.toml; echo read=$?\n",
+    )
+    .expect("write");
+    let st = Command::new("install")
+        .args(["-m", "755"])
+        .arg(&draft)
+        .arg(&reader)
+        .status()
+        .expect("install");
+    assert!(st.success());
+    let spool = d.spool().display().to_string();
+    let earlier = d.submit(&b, &[], &["echo", "earlier-secret"]);
+    let attempt = d.submit(&a, &[], &[reader.to_str().expect("utf-8"), &spool]);
+    let after = d.submit(&a, &[], &["echo", "still-serving"]);
+    d.once();
+    d.assert_each_finished_once(&[earlier.clone(), attempt.clone(), after.clone()]);
+    let (state, r) = d.expect_result(&attempt);
+    let reason = r.get("reason").cloned().unwrap_or_default();
+    assert_eq!(state, "failed", "{r:?}");
+    assert!(
+        reason.starts_with("not started: refusing to grant")
+            && reason.contains(&format!("the drain's spool {spool};")),
+        "{reason}"
+    );
+    assert!(!d.log_of(&attempt).contains("earlier-secret"));
+    assert_eq!(d.expect_result(&after).0, "done");
+    assert_eq!(d.log_of(&after), "still-serving\n");
+
+    // Control: the same command outside the wall, as the daemon's uid, reads them.
+    let out = run(Command::new(&reader).arg(&spool));
+    assert!(stdout(&out).contains("earlier-secret"), "{}", stdout(&out));
 }

@@ -1396,3 +1396,482 @@ fn escape_block_devices() {
         "no block device that root can open here: the test would prove nothing"
     );
 }
+
+// ---- The next launch's wall: nothing the agent writes widens it (issue 13).
+//
+// Each test plants as the agent behind the shim (a first launch), then runs the attempt in
+// a second launch, which must refuse before the agent starts (status 78, no marker) and
+// leave the target unchanged; the control runs the attempt outside the wall as the same
+// user and reaches the target.
+
+/// Runs `git` as root on a repository that may belong to the test user.
+fn git_root(sb: &Sandbox, dir: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new("git");
+    c.args(["-c", "safe.directory=*"])
+        .args([
+            "-c",
+            "user.name=landwall-test",
+            "-c",
+            "user.email=t@landwall.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", sb.home());
+    let out = output(&mut c);
+    assert!(out.status.success(), "git {args:?}: {}", describe(&out));
+    out
+}
+
+/// A main checkout and a linked worktree of it at `linked_rel` (relative to the sandbox),
+/// owned by whoever runs the scene. Returns (main, linked).
+fn scene_linked(scene: &Scene, linked_rel: &str) -> (PathBuf, PathBuf) {
+    let sb = &scene.sb;
+    let main = sb.root.join("main");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    git_root(sb, &main, &["init", "-q", "-b", "main"]);
+    std::fs::write(main.join("README"), "main\n").expect("write");
+    git_root(sb, &main, &["add", "README"]);
+    git_root(sb, &main, &["commit", "-qm", "initial"]);
+    let linked = sb.root.join(linked_rel);
+    git_root(
+        sb,
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().expect("utf8"),
+            "-b",
+            "task",
+        ],
+    );
+    if scene.who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&main, uid, gid);
+        chown_tree(&linked, uid, gid);
+    }
+    (main, linked)
+}
+
+/// The first launch: `script` under `sh -c` as the agent in `dir`; its marker is removed so
+/// that the next launch's can be told apart.
+fn plant(scene: &Scene, dir: &Path, script: &str) {
+    let out = output(
+        scene
+            .walled(&[os("/bin/sh"), os("-c"), os(script)])
+            .current_dir(dir),
+    );
+    assert!(out.status.success(), "planting: {}", describe(&out));
+    std::fs::remove_file(dir.join("marker")).expect("the planting launch ran");
+}
+
+/// The next launch in `dir` must refuse before the agent starts, with status 78 and one
+/// line naming what it refused.
+fn assert_next_launch_refused(scene: &Scene, dir: &Path, attempt: &[OsString]) -> String {
+    let out = output(scene.walled(attempt).current_dir(dir));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(
+        !scene.sb.ran_in(dir),
+        "the agent started: {}",
+        describe(&out)
+    );
+    assert!(stdout(&out).is_empty(), "{}", describe(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    eprintln!("refused: {err}");
+    err
+}
+
+/// Plants `gitdir: TARGET` (as the agent) in the linked worktree's `.git`; the next launch
+/// must not grant TARGET: a write in it is refused, and outside the wall it works.
+fn gitdir_elsewhere(who: Who, target: impl FnOnce(&Scene) -> PathBuf, cfg: Option<&str>) {
+    let scene = Scene::new("esc-gitdir", who);
+    let target = &target(&scene);
+    let (_, linked) = scene_linked(&scene, "linked");
+    let cfg = cfg.map(|c| scene.sb.config(c));
+    let with_cfg = |mut c: Command| {
+        if let Some(cfg) = &cfg {
+            c.env("LANDWALL_CONFIG", cfg);
+        }
+        c
+    };
+    let planted = target.join(format!("planted-{}", tag(&scene)));
+    let out = output(
+        with_cfg(scene.walled(&[
+            os("/bin/sh"),
+            os("-c"),
+            os(format!(
+                "printf 'gitdir: %s\\n' '{}' > .git",
+                target.display()
+            )),
+        ]))
+        .current_dir(&linked),
+    );
+    assert!(out.status.success(), "planting: {}", describe(&out));
+    std::fs::remove_file(linked.join("marker")).expect("planting ran");
+    assert_eq!(
+        read(&linked.join(".git")),
+        format!("gitdir: {}\n", target.display())
+    );
+    let attempt = scene.attempt("write", &[&planted]);
+    let out = output(with_cfg(scene.walled(&attempt)).current_dir(&linked));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!scene.sb.ran_in(&linked), "{}", describe(&out));
+    assert!(stderr(&out).contains(".git"), "{}", describe(&out));
+    assert!(!planted.exists(), "{} was written", planted.display());
+    // `landwall check` says so too, rather than "read-write".
+    let mut check = scene.cmd(landwall_e2e::landwall());
+    check.arg("check").arg(&planted).current_dir(&linked);
+    let out = output(&mut with_cfg(check));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    let out = output(scene.control(&attempt).current_dir(&linked));
+    assert_escaped("control", &out);
+    std::fs::remove_file(&planted).expect("remove the control's file");
+}
+
+#[test]
+fn escape_gitdir_file_names_root() {
+    gitdir_elsewhere(Who::Root, |_| PathBuf::from("/root"), None);
+}
+
+#[test]
+fn escape_gitdir_file_names_etc() {
+    gitdir_elsewhere(Who::Root, |_| PathBuf::from("/etc"), None);
+}
+
+#[test]
+fn escape_gitdir_file_names_outside() {
+    gitdir_elsewhere(Who::Root, |s| s.sb.outside(), None);
+}
+
+#[test]
+fn escape_gitdir_file_names_outside_unprivileged() {
+    gitdir_elsewhere(Who::User, |s| s.sb.outside(), None);
+}
+
+#[test]
+fn escape_gitdir_file_names_home_unprivileged() {
+    // Strict home: $HOME is read-only, so a grant of it as a git dir would widen the wall.
+    gitdir_elsewhere(Who::User, |s| s.sb.home(), Some("home = \"strict\"\n"));
+}
+
+/// The stealth form: the first line names a link into the target, git's real path follows.
+fn gitdir_stealth(who: Who) {
+    let scene = Scene::new("esc-stealth", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let target = scene.sb.outside();
+    let real = main.join(".git/worktrees/linked");
+    plant(
+        &scene,
+        &linked,
+        &format!(
+            "ln -s '{}' lnk && printf 'gitdir: lnk\\ngitdir: %s\\n' '{}' > .git",
+            target.display(),
+            real.display()
+        ),
+    );
+    let attempt = scene.attempt("write", &[&target.join("planted")]);
+    let err = assert_next_launch_refused(&scene, &linked, &attempt);
+    assert!(err.contains("more than one line"), "{err}");
+    assert!(!target.join("planted").exists());
+    let out = output(scene.control(&attempt).current_dir(&linked));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_gitdir_stealth_second_line, escape_gitdir_stealth_second_line_unprivileged => gitdir_stealth);
+
+/// `commondir` in the linked worktree's own (writable) git dir, pointed elsewhere.
+fn commondir_elsewhere(who: Who) {
+    let scene = Scene::new("esc-commondir", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let target = scene.sb.outside();
+    let commondir = main.join(".git/worktrees/linked/commondir");
+    plant(
+        &scene,
+        &linked,
+        &format!(
+            "printf '%s\\n' '{}' > '{}'",
+            target.display(),
+            commondir.display()
+        ),
+    );
+    assert_eq!(read(&commondir), format!("{}\n", target.display()));
+    let attempt = scene.attempt("write", &[&target.join("refs")]);
+    let err = assert_next_launch_refused(&scene, &linked, &attempt);
+    assert!(err.contains("commondir"), "{err}");
+    assert!(!target.join("refs").exists());
+    let out = output(scene.control(&attempt).current_dir(&linked));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_commondir_elsewhere, escape_commondir_elsewhere_unprivileged => commondir_elsewhere);
+
+/// A linked worktree nested in the main checkout (Claude Code's `.claude/worktrees/NAME`)
+/// deletes its `.git`: the next launch must not climb to the checkout and grant its hooks.
+fn nested_lost_gitfile(who: Who) {
+    let scene = Scene::new("esc-nested", who);
+    let (main, nested) = scene_linked(&scene, "main/.claude/worktrees/n");
+    plant(&scene, &nested, "rm .git");
+    let hook = main.join(".git/hooks/post-checkout");
+    let attempt = scene.attempt("write", &[&hook]);
+    let err = assert_next_launch_refused(&scene, &nested, &attempt);
+    assert!(err.contains("git worktree repair"), "{err}");
+    assert!(!hook.exists(), "a hook was planted");
+    let out = output(scene.control(&attempt).current_dir(&nested));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_nested_worktree_lost_git_file, escape_nested_worktree_lost_git_file_unprivileged => nested_lost_gitfile);
+
+/// Runs `c` and fails the test if it has not exited within `secs` (then kills it).
+fn within_secs(mut c: Command, secs: u64) -> Output {
+    let child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _sent = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(out) => out.expect("wait"),
+        Err(_) => {
+            let _killed = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("still running after {secs} s: a FIFO .git hangs it");
+        }
+    }
+}
+
+/// A FIFO named `.git`: the next launch, `policy`, `doctor` and `check` return at once.
+fn fifo_gitfile(who: Who) {
+    let scene = Scene::new("esc-fifo", who);
+    let (_, linked) = scene_linked(&scene, "linked");
+    plant(&scene, &linked, "rm .git && mkfifo .git");
+    let attempt = scene.attempt("list", &[&scene.sb.outside()]);
+    let mut next = scene.walled(&attempt);
+    next.current_dir(&linked);
+    let out = within_secs(next, 1);
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!scene.sb.ran_in(&linked));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        describe(&out)
+    );
+    for args in [&["policy"][..], &["check", "x"], &["doctor"]] {
+        let mut c = scene.cmd(landwall_e2e::landwall());
+        c.args(args).current_dir(&linked);
+        let out = within_secs(c, 1);
+        assert!(
+            stdout(&out).contains("not a regular file")
+                || stderr(&out).contains("not a regular file"),
+            "{args:?}: {}",
+            describe(&out)
+        );
+    }
+    // The control: a plain reader of `.git` blocks on the FIFO.
+    let mut control = scene.cmd("timeout");
+    control.args(["1", "cat", ".git"]).current_dir(&linked);
+    assert_eq!(
+        output(&mut control).status.code(),
+        Some(124),
+        "cat did not block"
+    );
+}
+root_and_user!(escape_fifo_git_file, escape_fifo_git_file_unprivileged => fifo_gitfile);
+
+// ---- The main repository's objects, from a linked worktree.
+
+/// The path of the loose object holding `README` at HEAD in `main`.
+fn readme_object(scene: &Scene, main: &Path) -> (String, PathBuf) {
+    let id = stdout(&git_root(&scene.sb, main, &["rev-parse", "HEAD:README"]))
+        .trim()
+        .to_string();
+    let path = main.join(".git/objects").join(&id[..2]).join(&id[2..]);
+    assert!(path.is_file(), "{} is not loose", path.display());
+    (id, path)
+}
+
+/// Polls until the watcher has emptied the linked worktree's quarantine of final objects.
+fn wait_for_quarantine(main: &Path, id: &str) {
+    let q = main
+        .join(".git/worktrees")
+        .join(id)
+        .join("landwall-objects");
+    let pending = || {
+        let Ok(dirs) = std::fs::read_dir(&q) else {
+            return false;
+        };
+        dirs.flatten().any(|d| {
+            let name = d.file_name().to_string_lossy().into_owned();
+            let path = d.path();
+            (name.len() == 2 && std::fs::read_dir(&path).is_ok_and(|mut e| e.next().is_some()))
+                || (name == "pack"
+                    && std::fs::read_dir(&path).is_ok_and(|e| {
+                        e.flatten()
+                            .any(|p| p.file_name().to_string_lossy().ends_with(".pack"))
+                    }))
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pending() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} was not emptied",
+            q.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn object_swap(who: Who) {
+    let scene = Scene::new("esc-objswap", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let (id, path) = readme_object(&scene, &main);
+    let before = std::fs::read(&path).expect("read object");
+    // Inside the wall the real store is seen read-only at `landwall-base`; at its own path
+    // the agent sees its quarantine, where the object is not.
+    let base = main
+        .join(".git/worktrees/linked/landwall-base")
+        .join(&id[..2])
+        .join(&id[2..]);
+    for (inside, errno) in [(&base, "EROFS"), (&path, "ENOENT")] {
+        let out = output(
+            scene
+                .walled(&scene.attempt("overwrite", &[inside]))
+                .current_dir(&linked),
+        );
+        assert!(scene.sb.ran_in(&linked), "{}", describe(&out));
+        assert_blocked("walled", &out, Some(errno));
+        assert_eq!(std::fs::read(&path).expect("read object"), before);
+    }
+    let show = git_root(&scene.sb, &main, &["cat-file", "-p", &id]);
+    assert_eq!(stdout(&show), "main\n");
+    let out = output(
+        scene
+            .control(&scene.attempt("overwrite", &[&path]))
+            .current_dir(&linked),
+    );
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_object_swap_from_linked_worktree, escape_object_swap_from_linked_worktree_unprivileged => object_swap);
+
+/// A forged object in the quarantine (valid zlib, the name of README's blob, other
+/// content) is never moved into the repository; the control puts it there by hand and
+/// the poisoned content is what git then serves.
+fn quarantine_forgery(who: Who) {
+    let scene = Scene::new("esc-objforge", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let (id, path) = readme_object(&scene, &main);
+    let before = std::fs::read(&path).expect("read object");
+    let q = main.join(".git/worktrees/linked/landwall-objects");
+    let forged = q.join(&id[..2]).join(&id[2..]);
+    // Inside the wall: a real object of other content, renamed to README's blob's name.
+    plant(
+        &scene,
+        &linked,
+        &format!(
+            "set -e; f=$(mktemp -d); echo poisoned > \"$f/x\"; git init -q \"$f/r\"; \
+             evil=$(git -C \"$f/r\" hash-object -w \"$f/x\"); \
+             mkdir -p '{d}'; cp \"$f/r/.git/objects/$(echo $evil | cut -c1-2)/$(echo $evil | cut -c3-)\" '{forged}'",
+            d = forged.parent().expect("dir").display(),
+            forged = forged.display()
+        ),
+    );
+    assert!(forged.exists(), "the agent could not write its quarantine");
+    // Any launch's watcher, and the next one's, looks at it: a second launch to be sure.
+    let out = output(scene.walled(&[os("/bin/true")]).current_dir(&linked));
+    assert!(out.status.success(), "{}", describe(&out));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_eq!(std::fs::read(&path).expect("read object"), before);
+    let show = git_root(&scene.sb, &main, &["cat-file", "-p", &id]);
+    assert_eq!(stdout(&show), "main\n");
+    git_root(&scene.sb, &main, &["fsck", "--strict", "--no-progress"]);
+    // The control: the same bytes put in place outside the wall poison git's answer.
+    std::fs::remove_file(&path).expect("rm");
+    std::fs::copy(&forged, &path).expect("copy");
+    let show = git_root(&scene.sb, &main, &["cat-file", "-p", &id]);
+    assert_eq!(
+        stdout(&show),
+        "poisoned\n",
+        "the control's forgery did not take"
+    );
+}
+root_and_user!(escape_forged_object_in_quarantine, escape_forged_object_in_quarantine_unprivileged => quarantine_forgery);
+
+/// Commits from inside reach the repository (after the watcher), and a fresh worktree made
+/// outside checks out what the agent committed.
+fn commits_reach_main(who: Who) {
+    let scene = Scene::new("esc-commits", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    plant(
+        &scene,
+        &linked,
+        "set -e; export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@x.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@x.invalid; \
+         echo agent > work.txt; git add work.txt; git commit -qm 'agent commit'",
+    );
+    wait_for_quarantine(&main, "linked");
+    let log = git_root(&scene.sb, &main, &["log", "--format=%s", "task"]);
+    assert_eq!(stdout(&log), "agent commit\ninitial\n");
+    git_root(&scene.sb, &main, &["fsck", "--strict", "--no-progress"]);
+    let fresh = scene.sb.root.join("fresh");
+    git_root(
+        &scene.sb,
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            fresh.to_str().expect("utf8"),
+            "task",
+        ],
+    );
+    assert_eq!(read(&fresh.join("work.txt")), "agent\n");
+    assert_eq!(read(&fresh.join("README")), "main\n");
+}
+root_and_user!(linked_worktree_commits_reach_the_repository, linked_worktree_commits_reach_the_repository_unprivileged => commits_reach_main);
+
+/// Under the writable home, the agent writes the per-user configuration to grant itself a
+/// directory outside at its next launch.
+fn user_config_widens(who: Who) {
+    let scene = Scene::new("esc-usercfg", who);
+    let target = scene.sb.outside().join(format!("planted-{}", tag(&scene)));
+    let dir = scene.sb.home().join(".config/landwall");
+    plant(
+        &scene,
+        &scene.sb.wt(),
+        &format!(
+            "mkdir -p '{d}' && printf 'writable = [\"%s\"]\\n' '{o}' > '{d}/landwall.toml'",
+            d = dir.display(),
+            o = scene.sb.outside().display()
+        ),
+    );
+    let attempt = scene.attempt("write", &[&target]);
+    let err = assert_next_launch_refused(&scene, &scene.sb.wt(), &attempt);
+    assert!(err.contains("per-user configuration"), "{err}");
+    assert!(!target.exists());
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_user_config_widens_next_launch, escape_user_config_widens_next_launch_unprivileged => user_config_widens);
+
+#[test]
+fn user_config_grants_are_honoured_where_the_agent_cannot_write_them() {
+    // Strict home: the per-user file is read-only to the agent, so its grants count.
+    let scene = Scene::new("usercfg-strict", Who::Root);
+    let dir = scene.sb.home().join(".config/landwall");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("landwall.toml"),
+        format!("read_only = [\"{}\"]\n", scene.sb.outside().display()),
+    )
+    .expect("write");
+    let cfg = scene.sb.config("home = \"strict\"\n");
+    let out = output(
+        scene
+            .walled(&scene.attempt("read", &[&scene.sb.outside().join("secret")]))
+            .env("LANDWALL_CONFIG", &cfg),
+    );
+    assert!(verdict(&out).starts_with("ESCAPED"), "{}", describe(&out));
+}

@@ -1124,3 +1124,147 @@ fn a_forged_link_cache_grants_nothing_more() {
         assert!(listed.contains(rule), "forged cache added {rule:?}");
     }
 }
+
+/// The agent commits in `dir` behind the shim; the commit then shows in `main` (the watcher
+/// moves a linked worktree's objects in; the caller gets end-of-file once it has).
+fn agent_commits_in(sb: &Sandbox, dir: &Path, main: &Path, branch: &str) {
+    sb.agent_script(
+        "claude",
+        "set -e\nexport GIT_AUTHOR_NAME=agent GIT_AUTHOR_EMAIL=agent@landwall.invalid\n\
+         export GIT_COMMITTER_NAME=agent GIT_COMMITTER_EMAIL=agent@landwall.invalid\n\
+         echo work > work.txt\ngit add work.txt\ngit commit -qm 'agent commit'\necho done",
+    );
+    let out = run(sb.shim("claude").current_dir(dir));
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out), "done\n", "{}", stderr(&out));
+    let log = sb.git(main, &["log", "-1", "--format=%s", branch]);
+    assert_eq!(stdout(&log), "agent commit\n");
+    sb.git(main, &["fsck", "--strict", "--no-progress"]);
+}
+
+/// A main checkout with one commit, in `<sandbox>/main`.
+fn main_checkout(sb: &Sandbox) -> std::path::PathBuf {
+    let main = sb.root.join("main");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    sb.git(&main, &["init", "-q"]);
+    std::fs::write(main.join("README"), "main\n").expect("write");
+    sb.git(&main, &["add", "README"]);
+    sb.git(&main, &["commit", "-qm", "initial"]);
+    main
+}
+
+#[test]
+fn git_layouts_git_makes_are_accepted() {
+    let sb = Sandbox::new("layouts");
+    let main = main_checkout(&sb);
+    // `git worktree add` with a relative path, and with an absolute one.
+    sb.git(&main, &["worktree", "add", "-q", "../rel", "-b", "rel"]);
+    agent_commits_in(&sb, &sb.root.join("rel"), &main, "rel");
+    let abs = sb.root.join("abs");
+    sb.git(
+        &main,
+        &["worktree", "add", "-q", abs.to_str().expect("utf8"), "-b", "abs"],
+    );
+    agent_commits_in(&sb, &abs, &main, "abs");
+    // git 2.48's relative links, where this git has them.
+    let help = Command::new("git")
+        .args(["worktree", "add", "-h"])
+        .output()
+        .expect("git");
+    if String::from_utf8_lossy(&help.stdout).contains("relative-paths") {
+        sb.git(
+            &main,
+            &["worktree", "add", "-q", "--relative-paths", "../relpaths", "-b", "rp"],
+        );
+        agent_commits_in(&sb, &sb.root.join("relpaths"), &main, "rp");
+    } else {
+        eprintln!("git has no --relative-paths (2.48+): that layout is not tried");
+    }
+    // A linked worktree nested in the main checkout, as Claude Code makes them.
+    sb.git(
+        &main,
+        &["worktree", "add", "-q", ".claude/worktrees/n", "-b", "nested"],
+    );
+    agent_commits_in(&sb, &main.join(".claude/worktrees/n"), &main, "nested");
+    // And a subdirectory of it.
+    std::fs::create_dir_all(main.join(".claude/worktrees/n/sub")).expect("mkdir");
+    let out = run(sb.shim("claude").current_dir(main.join(".claude/worktrees/n/sub")));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_submodule_is_accepted_and_commits() {
+    let sb = Sandbox::new("submodule");
+    let lib = sb.root.join("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    sb.git(&lib, &["init", "-q"]);
+    std::fs::write(lib.join("lib.txt"), "lib\n").expect("write");
+    sb.git(&lib, &["add", "lib.txt"]);
+    sb.git(&lib, &["commit", "-qm", "lib"]);
+    let main = main_checkout(&sb);
+    sb.git(
+        &main,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().expect("utf8"),
+            "libs/lib",
+        ],
+    );
+    let sub = main.join("libs/lib");
+    assert!(sub.join(".git").is_file(), "git made no gitfile");
+    let out = run(sb.landwall().arg("policy").current_dir(&sub));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("core.worktree names this worktree back"), "{}", stdout(&out));
+    agent_commits_in(&sb, &sub, &sub, "HEAD");
+}
+
+#[test]
+fn a_fetched_pack_reaches_the_repository() {
+    // More than fetch.unpackLimit (100) objects: git keeps the pack, in the quarantine, and
+    // the watcher has `git index-pack` take it in.
+    let sb = Sandbox::new("fetchpack");
+    let main = main_checkout(&sb);
+    let upstream = sb.root.join("upstream");
+    sb.git(
+        &sb.root,
+        &["clone", "-q", main.to_str().expect("utf8"), "upstream"],
+    );
+    for i in 0..60 {
+        std::fs::write(upstream.join(format!("f{i}")), format!("{i}\n")).expect("write");
+    }
+    sb.git(&upstream, &["add", "."]);
+    sb.git(&upstream, &["commit", "-qm", "many files"]);
+    for i in 0..60 {
+        std::fs::write(upstream.join(format!("g{i}")), format!("g{i}\n")).expect("write");
+    }
+    sb.git(&upstream, &["add", "."]);
+    sb.git(&upstream, &["commit", "-qm", "more files"]);
+    let linked = sb.root.join("linked");
+    sb.git(
+        &main,
+        &["worktree", "add", "-q", linked.to_str().expect("utf8"), "-b", "task"],
+    );
+    let cfg = sb.config(&format!("read_only = [\"{}\"]\n", upstream.display()));
+    sb.agent_script(
+        "claude",
+        &format!(
+            "set -e\ngit fetch -q '{}' master:refs/remotes/up/master 2>/dev/null || git fetch -q '{}' main:refs/remotes/up/main\n\
+             ls \"$(git rev-parse --git-dir)/landwall-objects/pack\" | grep -c '\\.pack$'\necho done",
+            upstream.display(),
+            upstream.display()
+        ),
+    );
+    let out = run(sb
+        .shim("claude")
+        .current_dir(&linked)
+        .env("LANDWALL_CONFIG", &cfg));
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out), "1\ndone\n", "the fetch did not keep a pack: {}", stderr(&out));
+    let head = stdout(&sb.git(&upstream, &["rev-parse", "HEAD"]));
+    sb.git(&main, &["cat-file", "-e", head.trim()]);
+    sb.git(&main, &["fsck", "--strict", "--no-progress"]);
+}

@@ -119,6 +119,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
             ("$XDG_CONFIG_HOME/landwall/landwall.toml", "The per-user configuration (default ~/.config/landwall/landwall.toml); it can only add to the system file."),
             ("/usr/lib/landwall/bin", "The shim links claude, opencode and codex (PREFIX/lib/landwall/bin for make install)."),
             ("/etc/profile.d/landwall.sh", "Puts the shim directory first on PATH in login shells."),
+            ("<repository>/.git/worktrees/<id>/landwall-objects/", "A linked worktree's object quarantine: the agent's git writes new objects here, and a watcher outside the wall moves each one whose content matches its name into the repository's objects/. Objects that fail the check stay here."),
             ("$XDG_RUNTIME_DIR/landwall/", "The names of the symlinks in /etc and /opt, kept between launches so that the shim need not list those directories each time; keyed on each directory's mtime and ctime, and each name is checked with readlink, so a stale or altered file can only leave a link out. Only used when $XDG_RUNTIME_DIR is a private directory of the user's; safe to delete."),
         ],
     );
@@ -152,7 +153,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
             ("1", "landwall doctor: the shim could not work on this machine."),
             ("2", "Bad command line."),
             ("74", "Output, a startup file (shim) or the spool (submit, jobs) could not be written or read."),
-            ("78", "The configuration, the worktree or a configured path is wrong."),
+            ("78", "The configuration, the worktree or a configured path is wrong, or something the agent could have written would widen the wall: a .git, commondir or gitdir file that does not check out both ways, a linked worktree that lost its .git, a per-user configuration with grants where the agent can rewrite it."),
             ("100", "The wall could not go up. Do not retry without changing the system."),
             ("126", "The real agent was found but could not be executed."),
             ("127", "No real agent was found."),

@@ -11,6 +11,8 @@
 //!
 //! Attempts:
 //! - `read PATH [NEEDLE]` (with NEEDLE, only content containing it counts), `list DIR`, `write PATH` (appends a line, creating the file if needed);
+//! - `overwrite PATH`: change an existing file's content keeping its name (chmod and
+//!   rewrite, rename over, unlink and create);
 //! - `symlink TARGET LINK`: create LINK → TARGET, then read through LINK;
 //! - `hardlink SRC DST`, `rename SRC DST`;
 //! - `fd N [NAME]`: use an inherited descriptor (read it; a directory: openat NAME in it);
@@ -381,6 +383,52 @@ fn write_file(path: &Path) -> Verdict {
         Ok(()) => Escaped(format!("wrote {}", show(path))),
         Err(e) => blocked(format!("write {}", show(path)), &e),
     }
+}
+
+/// Replaces the content of an existing file (a git object) keeping its name, every way a
+/// program could: make it writable and rewrite it; unlink it and create it anew; rename a
+/// new file over it (from the cwd, which the agent may write). Only a changed content
+/// counts.
+fn overwrite(path: &Path) -> Verdict {
+    use std::os::unix::fs::PermissionsExt;
+    let before = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return blocked(format!("read {}", show(path)), &e),
+    };
+    let changed = || std::fs::read(path).is_ok_and(|now| now != before);
+    let poison = b"landwall-poisoned\n";
+    let mut steps = Vec::new();
+    // chmod is not a Landlock right: it succeeds either way, and only opens the next step.
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)) {
+        steps.push(format!("chmod: {}", errname(&e)));
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(poison))
+    {
+        Ok(()) if changed() => return Escaped(format!("rewrote {}", show(path))),
+        Ok(()) => steps.push("rewrite: unchanged".into()),
+        Err(e) => steps.push(format!("rewrite: {}", errname(&e))),
+    }
+    let scratch = Path::new("lw-overwrite.tmp");
+    match std::fs::write(scratch, poison).and_then(|()| std::fs::rename(scratch, path)) {
+        Ok(()) if changed() => return Escaped(format!("renamed over {}", show(path))),
+        Ok(()) => steps.push("rename over: unchanged".into()),
+        Err(e) => steps.push(format!("rename over: {}", errname(&e))),
+    }
+    if let Err(e) = std::fs::remove_file(scratch) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            steps.push(format!("cleanup: {}", errname(&e)));
+        }
+    }
+    match std::fs::remove_file(path).and_then(|()| std::fs::write(path, poison)) {
+        Ok(()) if changed() => return Escaped(format!("replaced {}", show(path))),
+        Ok(()) => steps.push("replace: unchanged".into()),
+        Err(e) => steps.push(format!("replace: {}", errname(&e))),
+    }
+    Blocked(format!("overwrite {}: {}", show(path), steps.join(", ")))
 }
 
 fn symlink_then_read(target: &Path, link: &Path) -> Verdict {
@@ -1230,6 +1278,7 @@ fn main() {
         "read" => read_needle(&p(0, "PATH"), rest.get(1).map(OsString::as_os_str)),
         "list" => list_dir(&p(0, "DIR")),
         "write" => write_file(&p(0, "PATH")),
+        "overwrite" => overwrite(&p(0, "PATH")),
         "symlink" => symlink_then_read(&p(0, "TARGET"), &p(1, "LINK")),
         "hardlink" => hardlink(&p(0, "SRC"), &p(1, "DST")),
         "rename" => rename(&p(0, "SRC"), &p(1, "DST")),

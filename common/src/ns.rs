@@ -1,0 +1,223 @@
+//! The private mount namespace of a launch in a linked worktree: inside it, the
+//! repository's object store is the worktree's quarantine, and the real store is visible
+//! only read-only, as the quarantine's alternate.
+//!
+//! Why a namespace: Landlock cannot let git add objects without letting it replace them
+//! (git writes each object to a temporary file in the object's directory and removes that
+//! file, so the directory needs WRITE_FILE and REMOVE_FILE, and with those any existing
+//! object can be rewritten or unlinked and re-created). And `GIT_OBJECT_DIRECTORY` would
+//! send the objects of every other repository the agent touches (a `git clone`, a test's
+//! temporary repository) into the quarantine too. A bind mount changes only this path, for
+//! this process and its children:
+//!
+//! ```text
+//! <common>/objects                      -> <git dir>/landwall-objects   (the quarantine)
+//! <git dir>/landwall-base               -> the real <common>/objects, read-only
+//! <git dir>/landwall-objects/info/alternates = <git dir>/landwall-base
+//! ```
+//!
+//! git then writes new objects into the quarantine and reads the repository's through the
+//! alternate; a write to the real store fails with EROFS whatever the Landlock rules say.
+//! The watcher ([`crate::watcher`]), outside the namespace, moves what the quarantine holds
+//! into the real store after checking each object.
+//!
+//! Invariants: nothing is mounted until the process is in its own mount namespace (as root,
+//! with propagation into the parent cut off first); every mount is made from and onto a
+//! descriptor opened without following a final symlink and checked, so a path the agent
+//! swapped meanwhile cannot redirect it; and after each mount the result is compared with
+//! what was meant (device and inode). A namespace the kernel refuses is reported as such
+//! ([`NsError::Refused`]); any failure after that is fatal ([`NsError::Failed`]).
+
+use std::ffi::CString;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::fcntl::{openat, OFlag, AT_FDCWD};
+use nix::sys::stat::{fstat, mkdirat, FileStat, Mode};
+
+use crate::policy::Quarantine;
+use crate::sys;
+
+/// Why the private namespace is not up.
+#[derive(Debug, thiserror::Error)]
+pub enum NsError {
+    /// The kernel (or a security module, or a seccomp filter) refused a new namespace:
+    /// nothing was changed, and the launch may go on without it if the configuration allows.
+    #[error("a private mount namespace was refused: {0}")]
+    Refused(#[source] io::Error),
+    /// A step after that failed: the process is in a namespace of unknown shape.
+    #[error("setting up the private mount namespace: {step}: {source}")]
+    Failed {
+        /// The step.
+        step: String,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+fn failed(step: impl Into<String>) -> impl FnOnce(io::Error) -> NsError {
+    let step = step.into();
+    move |source| NsError::Failed { step, source }
+}
+
+fn errno(e: nix::errno::Errno) -> io::Error {
+    io::Error::from(e)
+}
+
+/// Steps, in order:
+/// 1. prepare, in the real file system: the quarantine and `landwall-base` as directories
+///    (not links) in the worktree's git dir, and the quarantine's `info/alternates`;
+/// 2. a new mount namespace (for a user: in a new user namespace that maps its own uid and
+///    gid to themselves); as root, propagation to the parent namespace cut (`MS_SLAVE`);
+/// 3. the real object store bound onto `landwall-base`, and that mount made read-only;
+/// 4. the quarantine bound onto `<common>/objects`;
+/// 5. each mount checked by device and inode.
+pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
+    prepare(q).map_err(failed("preparing the quarantine"))?;
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let flags = if is_root {
+        libc::CLONE_NEWNS
+    } else {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS
+    };
+    sys::unshare(flags).map_err(NsError::Refused)?;
+    if is_root {
+        sys::mount(None, c"/", libc::MS_REC | libc::MS_SLAVE)
+            .map_err(failed("cutting mount propagation"))?;
+    } else {
+        // A process may map only its own ids, and its gid only once setgroups is denied.
+        for (file, text) in [
+            ("/proc/self/setgroups", "deny".to_string()),
+            ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+            ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+        ] {
+            std::fs::write(file, text).map_err(failed(format!("writing {file}")))?;
+        }
+    }
+    // Opened in the new namespace: a mount source from another namespace is refused.
+    let git_dir = open_dir(AT_FDCWD, &q.git_dir, OFlag::O_RDONLY)
+        .map_err(failed(format!("opening {}", q.git_dir.display())))?;
+    let quarantine = open_dir(
+        &git_dir,
+        Path::new(crate::policy::QUARANTINE_DIR),
+        OFlag::O_RDONLY,
+    )
+    .map_err(failed(format!("opening {}", q.dir.display())))?;
+    let base = open_dir(&git_dir, Path::new(crate::policy::BASE_DIR), OFlag::O_PATH)
+        .map_err(failed(format!("opening {}", q.base.display())))?;
+    let objects = open_dir(AT_FDCWD, &q.objects, OFlag::O_PATH)
+        .map_err(failed(format!("opening {}", q.objects.display())))?;
+    let real = stat(&objects).map_err(failed("checking the object store"))?;
+    let quarantined = stat(&quarantine).map_err(failed("checking the quarantine"))?;
+
+    bind(&objects, &base).map_err(failed(format!(
+        "binding {} onto {}",
+        q.objects.display(),
+        q.base.display()
+    )))?;
+    let base_mount = open_dir(&git_dir, Path::new(crate::policy::BASE_DIR), OFlag::O_PATH)
+        .map_err(failed(format!("opening {}", q.base.display())))?;
+    same(&base_mount, &real).map_err(failed(format!("checking {}", q.base.display())))?;
+    sys::mount_set_readonly(base_mount.as_fd())
+        .map_err(failed(format!("making {} read-only", q.base.display())))?;
+    let ro = nix::sys::statvfs::fstatvfs(&base_mount)
+        .map_err(|e| failed(format!("checking {}", q.base.display()))(errno(e)))?;
+    if !ro.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {
+        return Err(failed(format!("checking {}", q.base.display()))(
+            io::Error::other("it is not read-only"),
+        ));
+    }
+
+    bind(&quarantine, &objects).map_err(failed(format!(
+        "binding {} onto {}",
+        q.dir.display(),
+        q.objects.display()
+    )))?;
+    let now = open_dir(AT_FDCWD, &q.objects, OFlag::O_PATH)
+        .map_err(failed(format!("opening {}", q.objects.display())))?;
+    same(&now, &quarantined).map_err(failed(format!("checking {}", q.objects.display())))?;
+    Ok(())
+}
+
+/// Step 1: `landwall-objects/`, `landwall-objects/info/alternates` and `landwall-base/` in
+/// the worktree's git dir, which the agent can write: each opened without following a final
+/// symlink, and created if missing.
+fn prepare(q: &Quarantine) -> io::Result<()> {
+    let git_dir = open_dir(AT_FDCWD, &q.git_dir, OFlag::O_RDONLY)?;
+    let quarantine = make_dir(&git_dir, crate::policy::QUARANTINE_DIR)?;
+    make_dir(&git_dir, crate::policy::BASE_DIR)?;
+    let info = make_dir(&quarantine, "info")?;
+    let file = openat(
+        &info,
+        "alternates",
+        OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_TRUNC
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(errno)?;
+    if !is_kind(&stat(&file)?, libc::S_IFREG) {
+        return Err(io::Error::other("info/alternates is not a regular file"));
+    }
+    let mut file = std::fs::File::from(file);
+    let mut line = q.base.as_os_str().as_bytes().to_vec();
+    line.push(b'\n');
+    file.write_all(&line)
+}
+
+/// `name` in `dir`, created if missing, opened as a directory without following a symlink.
+fn make_dir(dir: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
+    match mkdirat(dir, name, Mode::from_bits_truncate(0o777)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(errno(e)),
+    }
+    open_dir(dir, Path::new(name), OFlag::O_RDONLY).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("{name}: {e} (it must be a directory: remove what is there)"),
+        )
+    })
+}
+
+fn open_dir<D: AsFd>(dir: D, path: &Path, mode: OFlag) -> io::Result<OwnedFd> {
+    openat(
+        dir,
+        path,
+        mode | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)
+}
+
+fn stat(fd: &OwnedFd) -> io::Result<FileStat> {
+    fstat(fd).map_err(errno)
+}
+
+fn is_kind(st: &FileStat, kind: libc::mode_t) -> bool {
+    st.st_mode & libc::S_IFMT == kind
+}
+
+/// `fd` is the file `want` describes.
+fn same(fd: &OwnedFd, want: &FileStat) -> io::Result<()> {
+    let got = stat(fd)?;
+    if (got.st_dev, got.st_ino) == (want.st_dev, want.st_ino) {
+        Ok(())
+    } else {
+        Err(io::Error::other("it is not what was mounted there"))
+    }
+}
+
+/// A bind mount of what `source` is onto what `target` is, through their descriptors.
+fn bind(source: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
+    let path = |fd: &OwnedFd| {
+        CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| io::Error::other("descriptor path"))
+    };
+    sys::mount(Some(&path(source)?), &path(target)?, libc::MS_BIND)
+}

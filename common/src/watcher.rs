@@ -1,0 +1,130 @@
+//! The quarantine watcher of a linked worktree's launch: a process started just before the
+//! wall goes up, and so outside it, that moves the objects the agent's git wrote into the
+//! quarantine ([`Quarantine`]) into the repository once the agent has exited.
+//!
+//! Invariants: the watcher is no child of the agent (it is detached into its own session,
+//! so no program of the agent waits for it or sees it), it holds none of the agent's
+//! descriptors but a pidfd of the agent's process and the caller's standard output and
+//! error (see [`detach`]), it drops its capabilities and sets no_new_privs first thing, it stays outside the
+//! agent's mount namespace (it is forked before it), and everything it reads from the quarantine is checked by
+//! [`crate::objects::migrate`] before anything enters the repository. The agent cannot
+//! ptrace it (Landlock forbids tracing a process outside the domain) and, from ABI 6, cannot
+//! signal it; below ABI 6, killing it leaves the objects in the quarantine for the next
+//! launch's watcher, which moves them first: nothing is lost, only delayed.
+
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+
+use crate::policy::Quarantine;
+use crate::sys;
+
+/// How often the quarantine is emptied while the agent runs. A scan of an empty quarantine
+/// is one directory read.
+const PERIOD_MS: libc::c_int = 200;
+
+/// Where the watcher looks for git (for packs) with its own, fixed PATH: never the agent's.
+const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
+
+/// Steps, in order: make sure the quarantine is a directory (not a link the agent left in
+/// its place); take a pidfd of this process (the agent after exec); start the detached
+/// watcher. Returns once the watcher runs; it moves what an earlier launch left behind at
+/// once, then what the agent writes every [`PERIOD_MS`] while it runs, and the rest when it
+/// exits.
+pub fn start(q: &Quarantine) -> io::Result<()> {
+    ensure_dir(&q.dir)?;
+    let pidfd = sys::pidfd_self()?;
+    let watch = || watch(&pidfd, q);
+    sys::spawn_detached(watch)
+}
+
+/// Creates the quarantine if missing; what is there must be a directory, not a symlink.
+fn ensure_dir(dir: &Path) -> io::Result<()> {
+    match fs::DirBuilder::new().mode(0o777).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let meta = fs::symlink_metadata(dir)?;
+            if meta.is_dir() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!(
+                    "{} is not a directory: remove it",
+                    dir.display()
+                )))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The watcher's life: detach from everything of the agent's, move leftovers, wait for the
+/// agent's exit, move what it wrote. Its exit status is seen by no one (the launch has
+/// exec'd by then); failures are logged at debug level and the objects stay where they are.
+fn watch(pidfd: &OwnedFd, q: &Quarantine) -> i32 {
+    // Forked before the launch drops its capabilities: the watcher drops its own, and can
+    // gain none by exec (it execs only git, for packs).
+    if let Err(e) = crate::caps::drop_all() {
+        log::debug!("quarantine watcher: {e}");
+        return 1;
+    }
+    if let Err(e) = nix::sys::prctl::set_no_new_privs() {
+        log::debug!("quarantine watcher: no_new_privs: {e}");
+        return 1;
+    }
+    if let Err(e) = detach(pidfd) {
+        log::debug!("quarantine watcher: {e}");
+        return 1;
+    }
+    let Some(git) = GIT_CANDIDATES.iter().map(Path::new).find(|p| p.is_file()) else {
+        // Loose objects need no git; packs wait for a machine that has one.
+        return migrate(q, Path::new("/nonexistent/git"), pidfd);
+    };
+    migrate(q, git, pidfd)
+}
+
+fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
+    let once =
+        |when: &str, prune: bool| match crate::objects::migrate(&q.dir, &q.objects, git, prune) {
+            Ok(m) => {
+                for r in &m.rejected {
+                    log::debug!("quarantine {}: {when}: kept back: {r}", q.dir.display());
+                }
+            }
+            Err(e) => log::debug!("quarantine {}: {when}: {e}", q.dir.display()),
+        };
+    // Moved while the agent runs, too, so that what is left when it exits is at most what
+    // it wrote in its last moments: the user's git in the main checkout, right after,
+    // finds the commits.
+    loop {
+        once("while the agent runs", false);
+        match sys::wait_readable(pidfd.as_fd(), PERIOD_MS) {
+            Ok(false) => continue,
+            Ok(true) => break,
+            Err(e) => {
+                log::debug!("quarantine watcher: waiting for the agent: {e}");
+                return 1;
+            }
+        }
+    }
+    once("after the agent", true);
+    0
+}
+
+/// Standard input onto /dev/null, every descriptor above 2 but `keep` closed, cwd `/`.
+/// Standard output and error are kept until the watcher exits, on purpose: a caller that
+/// waits for the end of the agent's output (a pipeline, `$(…)`, a test harness) then gets
+/// it only once the last objects are in the repository, so the commits an agent made just
+/// before exiting are there when the caller looks. Nothing is written to them.
+fn detach(keep: &OwnedFd) -> io::Result<()> {
+    let null = fs::File::open("/dev/null")?;
+    nix::unistd::dup2_stdin(&null)?;
+    drop(null);
+    let k = keep.as_raw_fd();
+    if k > 3 {
+        sys::close_range(3, k - 1)?;
+    }
+    sys::close_range(k + 1, i32::MAX)?;
+    std::env::set_current_dir("/")
+}
