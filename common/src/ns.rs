@@ -142,6 +142,24 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
     Ok(())
 }
 
+/// Whether this process could enter a private mount namespace (asked in a child, which
+/// then exits): `Ok` or the kernel's refusal. For `doctor`.
+pub fn probe(is_root: bool) -> io::Result<()> {
+    let flags = if is_root {
+        libc::CLONE_NEWNS
+    } else {
+        libc::CLONE_NEWUSER | libc::CLONE_NEWNS
+    };
+    let code = sys::in_child(|| match sys::unshare(flags) {
+        Ok(()) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL).clamp(1, 125),
+    })?;
+    match code {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
 /// Step 1: `landwall-objects/`, `landwall-objects/info/alternates` and `landwall-base/` in
 /// the worktree's git dir, which the agent can write: each opened without following a final
 /// symlink, and created if missing.

@@ -28,6 +28,11 @@ pub fn var<'a>(vars: &'a Vars, name: &str) -> Option<&'a OsStr> {
         .filter(|v| !v.is_empty())
 }
 
+/// Whether this process runs as root (effective uid 0).
+pub fn running_as_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// The running executable's identity, so the shim can recognise itself on PATH.
 pub fn current_exe_id() -> Result<FileId, Error> {
     FileId::of(Path::new("/proc/self/exe")).map_err(|source| Error::Exec {

@@ -603,3 +603,37 @@ pub fn mount_set_readonly(fd: BorrowedFd<'_>) -> io::Result<()> {
     };
     zero_or_errno(rc)
 }
+
+/// Runs `body` in a child process and returns its exit status (or 128 + the signal that
+/// ended it). For probes that must not change the caller (a namespace, for `doctor`).
+///
+/// Only for a single-threaded caller, as [`spawn_detached`].
+pub fn in_child(body: impl FnOnce() -> i32) -> io::Result<i32> {
+    // SAFETY: fork has no memory preconditions; the caller is single-threaded.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if child == 0 {
+        let code = body();
+        // SAFETY: _exit ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) }
+    }
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: waitpid writes one int, borrowed mutably for the call.
+        let rc = unsafe { libc::waitpid(child, &mut status, 0) };
+        if rc == child {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+    if libc::WIFEXITED(status) {
+        Ok(libc::WEXITSTATUS(status))
+    } else {
+        Ok(128 + libc::WTERMSIG(status))
+    }
+}

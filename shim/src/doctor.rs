@@ -241,6 +241,46 @@ fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
             writable.join(", ")
         )
     });
+    if let Some(q) = &policy.quarantine {
+        let root = landwall::plan::running_as_root();
+        out.push(match landwall::ns::probe(root) {
+            Ok(()) => format!(
+                "namespace   a private mount namespace is available: {}/ is read-only to the agent, its new objects go to {}",
+                q.objects.display(),
+                q.dir.display()
+            ),
+            Err(e) => format!(
+                "namespace   a private mount namespace is REFUSED here ({e}): the agent can change {} (existing objects included); protect_required = true refuses to launch instead",
+                q.objects.display()
+            ),
+        });
+        let kept = kept_back(&q.dir);
+        if kept > 0 {
+            out.push(format!(
+                "quarantine  {kept} object(s) in {} were not moved into the repository: they failed the check of content against name (or are being written now)",
+                q.dir.display()
+            ));
+        }
+    }
     out.extend(policy.notes.iter().map(|n| format!("note        {n}")));
     out
+}
+
+/// Files with an object's name left in a quarantine's fan-out directories.
+fn kept_back(quarantine: &Path) -> usize {
+    let Ok(dirs) = std::fs::read_dir(quarantine) else {
+        return 0;
+    };
+    dirs.flatten()
+        .filter(|d| {
+            let n = d.file_name();
+            n.len() == 2 && n.to_string_lossy().bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .filter_map(|d| std::fs::read_dir(d.path()).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter(|e| {
+            let n = e.file_name();
+            matches!(n.len(), 38 | 62) && n.to_string_lossy().bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .count()
 }

@@ -1875,3 +1875,64 @@ fn user_config_grants_are_honoured_where_the_agent_cannot_write_them() {
     );
     assert!(verdict(&out).starts_with("ESCAPED"), "{}", describe(&out));
 }
+
+/// Where the kernel refuses the private mount namespace (a seccomp filter refusing
+/// `unshare`, as a security module or a container would), the launch says so in one line
+/// and the objects are writable, as documented; with `protect_required` nothing starts.
+fn namespace_refused(who: Who) {
+    let scene = Scene::new("esc-nons", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let (_, path) = readme_object(&scene, &main);
+    let attempt = scene.attempt("overwrite", &[&path]);
+    let refused = |cfg: Option<&Path>| {
+        let mut c = scene.cmd(landwall_e2e::helper());
+        c.args(["nounshare", "--"])
+            .arg(scene.shim())
+            .args(&attempt)
+            .current_dir(&linked);
+        if let Some(cfg) = cfg {
+            c.env("LANDWALL_CONFIG", cfg);
+        }
+        output(&mut c)
+    };
+    let cfg = scene.sb.config("protect_required = true\n");
+    let out = refused(Some(&cfg));
+    assert_eq!(out.status.code(), Some(100), "{}", describe(&out));
+    assert!(
+        !scene.sb.ran_in(&linked),
+        "the agent started: {}",
+        describe(&out)
+    );
+    assert!(stderr(&out).contains("namespace"), "{}", describe(&out));
+    // The fallback: the exposure is named, and it is real.
+    let out = refused(None);
+    assert!(scene.sb.ran_in(&linked), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("refused a private mount namespace"),
+        "{}",
+        describe(&out)
+    );
+    assert_escaped("without the namespace", &out);
+    // doctor says which case this machine is in.
+    let mut doctor = scene.cmd(landwall_e2e::helper());
+    doctor
+        .args(["nounshare", "--"])
+        .arg(landwall_e2e::landwall())
+        .arg("doctor")
+        .current_dir(&linked);
+    let out = output(&mut doctor);
+    assert!(
+        stdout(&out).contains("namespace is REFUSED"),
+        "{}",
+        describe(&out)
+    );
+    let mut doctor = scene.cmd(landwall_e2e::landwall());
+    doctor.arg("doctor").current_dir(&linked);
+    let out = output(&mut doctor);
+    assert!(
+        stdout(&out).contains("namespace is available"),
+        "{}",
+        describe(&out)
+    );
+}
+root_and_user!(namespace_refused_is_said_or_refused, namespace_refused_is_said_or_refused_unprivileged => namespace_refused);

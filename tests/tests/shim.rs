@@ -1163,7 +1163,14 @@ fn git_layouts_git_makes_are_accepted() {
     let abs = sb.root.join("abs");
     sb.git(
         &main,
-        &["worktree", "add", "-q", abs.to_str().expect("utf8"), "-b", "abs"],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            abs.to_str().expect("utf8"),
+            "-b",
+            "abs",
+        ],
     );
     agent_commits_in(&sb, &abs, &main, "abs");
     // git 2.48's relative links, where this git has them.
@@ -1174,7 +1181,15 @@ fn git_layouts_git_makes_are_accepted() {
     if String::from_utf8_lossy(&help.stdout).contains("relative-paths") {
         sb.git(
             &main,
-            &["worktree", "add", "-q", "--relative-paths", "../relpaths", "-b", "rp"],
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--relative-paths",
+                "../relpaths",
+                "-b",
+                "rp",
+            ],
         );
         agent_commits_in(&sb, &sb.root.join("relpaths"), &main, "rp");
     } else {
@@ -1183,12 +1198,21 @@ fn git_layouts_git_makes_are_accepted() {
     // A linked worktree nested in the main checkout, as Claude Code makes them.
     sb.git(
         &main,
-        &["worktree", "add", "-q", ".claude/worktrees/n", "-b", "nested"],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            ".claude/worktrees/n",
+            "-b",
+            "nested",
+        ],
     );
     agent_commits_in(&sb, &main.join(".claude/worktrees/n"), &main, "nested");
     // And a subdirectory of it.
     std::fs::create_dir_all(main.join(".claude/worktrees/n/sub")).expect("mkdir");
-    let out = run(sb.shim("claude").current_dir(main.join(".claude/worktrees/n/sub")));
+    let out = run(sb
+        .shim("claude")
+        .current_dir(main.join(".claude/worktrees/n/sub")));
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -1218,7 +1242,11 @@ fn a_submodule_is_accepted_and_commits() {
     assert!(sub.join(".git").is_file(), "git made no gitfile");
     let out = run(sb.landwall().arg("policy").current_dir(&sub));
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("core.worktree names this worktree back"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("core.worktree names this worktree back"),
+        "{}",
+        stdout(&out)
+    );
     agent_commits_in(&sb, &sub, &sub, "HEAD");
 }
 
@@ -1246,7 +1274,14 @@ fn a_fetched_pack_reaches_the_repository() {
     let linked = sb.root.join("linked");
     sb.git(
         &main,
-        &["worktree", "add", "-q", linked.to_str().expect("utf8"), "-b", "task"],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().expect("utf8"),
+            "-b",
+            "task",
+        ],
     );
     let cfg = sb.config(&format!("read_only = [\"{}\"]\n", upstream.display()));
     sb.agent_script(
@@ -1263,7 +1298,12 @@ fn a_fetched_pack_reaches_the_repository() {
         .current_dir(&linked)
         .env("LANDWALL_CONFIG", &cfg));
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(stdout(&out), "1\ndone\n", "the fetch did not keep a pack: {}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "1\ndone\n",
+        "the fetch did not keep a pack: {}",
+        stderr(&out)
+    );
     let head = stdout(&sb.git(&upstream, &["rev-parse", "HEAD"]));
     sb.git(&main, &["cat-file", "-e", head.trim()]);
     sb.git(&main, &["fsck", "--strict", "--no-progress"]);

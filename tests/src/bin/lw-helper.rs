@@ -4,6 +4,8 @@
 //!   kernel allows 16 layers, so a shim under 16 must fail to add its own).
 //! - `lw-helper nolandlock -- CMD…`: a seccomp filter answers ENOSYS to the three Landlock
 //!   syscalls (444–446), as on a kernel built without Landlock, then exec CMD.
+//! - `lw-helper nounshare -- CMD…`: a seccomp filter answers EPERM to `unshare(2)` for a new
+//!   mount namespace, as where a security module or a container refuses one, then exec CMD.
 //! - `lw-helper write PATH`, `read PATH`, `rename FROM TO`, `mkdir PATH`: do it; exit 0 on
 //!   success or with the errno (EACCES = 13) on failure.
 //! - installed as `<agent>-real` (a copy of it): write this process's argv, NUL-separated,
@@ -63,14 +65,44 @@ fn stack(n: usize) {
 }
 
 fn no_landlock() {
+    refuse(&[444, 445, 446], libc::ENOSYS);
+}
+
+/// EPERM to `unshare(2)` asking for a new mount namespace (other unshare calls, such as
+/// landwall's single-thread probe with CLONE_VM, pass).
+fn no_new_namespaces() {
+    let newns = libc::CLONE_NEWNS as u64;
+    let cond = seccompiler::SeccompCondition::new(
+        0,
+        seccompiler::SeccompCmpArgLen::Dword,
+        seccompiler::SeccompCmpOp::MaskedEq(newns),
+        newns,
+    )
+    .expect("condition");
+    let rule = seccompiler::SeccompRule::new(vec![cond]).expect("rule");
     let mut rules = BTreeMap::new();
-    for nr in [444_i64, 445, 446] {
+    rules.insert(libc::SYS_unshare, vec![rule]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )
+    .expect("filter");
+    let prog: seccompiler::BpfProgram = filter.try_into().expect("compile");
+    seccompiler::apply_filter(&prog).expect("apply seccomp filter");
+}
+
+/// A seccomp filter answering `errno` to the system calls `nrs`.
+fn refuse(nrs: &[i64], errno: i32) {
+    let mut rules = BTreeMap::new();
+    for &nr in nrs {
         rules.insert(nr, vec![]);
     }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
+        SeccompAction::Errno(errno as u32),
         TargetArch::x86_64,
     )
     .expect("filter");
@@ -101,6 +133,10 @@ fn main() {
         }
         "nolandlock" => {
             no_landlock();
+            exec_rest(&args[2..]);
+        }
+        "nounshare" => {
+            no_new_namespaces();
             exec_rest(&args[2..]);
         }
         "write" => errno_exit(std::fs::write(arg(2), b"written by the agent\n")),
