@@ -61,7 +61,10 @@ pub fn main(args: RunJobArgs) -> i32 {
                     eprintln!("landwall-drain: could not report to the daemon");
                 }
             }
-            eprintln!("landwall-drain: job not started: {why}");
+            eprintln!(
+                "landwall-drain: job not started: {}",
+                landwall::spool::printable(&why)
+            );
             e.exit_code()
         }
     }

@@ -145,7 +145,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("landwall: {e}");
+            eprintln!("landwall: {}", landwall::spool::printable(&e.to_string()));
             e.exit_code()
         }
     }

@@ -195,7 +195,13 @@ fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
     };
     let policy = match plan::build_policy("claude", None, &cwd, true, None, vars, config) {
         Ok(p) => p,
-        Err(e) => return vec![format!("exposure    no policy for {}: {e}", cwd.display())],
+        Err(e) => {
+            return vec![format!(
+                "exposure    no policy for {}: {}",
+                cwd.display(),
+                landwall::spool::printable(&e.to_string())
+            )]
+        }
     };
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(home) = var(vars, "HOME") {

@@ -1936,3 +1936,18 @@ fn namespace_refused(who: Who) {
     );
 }
 root_and_user!(namespace_refused_is_said_or_refused, namespace_refused_is_said_or_refused_unprivileged => namespace_refused);
+
+/// A `.git` whose path carries terminal escapes: the refusal names it without them.
+#[test]
+fn escape_terminal_sequences_in_git_file_are_not_printed_raw() {
+    let scene = Scene::new("esc-gitesc", Who::Root);
+    let (_, linked) = scene_linked(&scene, "linked");
+    plant(&scene, &linked, "printf 'gitdir: /x\\033]0;pwned\\007\\033[2J\\n' > .git");
+    let out = output(scene.walled(&[os("/bin/true")]).current_dir(&linked));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!out.stderr.contains(&0x1b) && !out.stderr.contains(&0x07), "{}", describe(&out));
+    assert!(stderr(&out).contains("\\e]0;pwned"), "{}", describe(&out));
+    // The control: the same text printed as it is holds the raw bytes.
+    let raw = read(&linked.join(".git"));
+    assert!(raw.contains('\u{1b}'));
+}
