@@ -128,7 +128,7 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
         match kernel.private_namespace(q) {
             Ok(()) => {}
             Err(NsError::Refused(e)) if !policy.protect_required => kernel.note(&format!(
-                "{e}: refused a private mount namespace, so the objects of {} are writable by the agent this time (set protect_required = true to refuse to launch instead)",
+                "no private mount namespace here ({e}), so the objects of {} are writable by the agent this time; set protect_required = true to refuse to launch instead",
                 q.objects.display()
             )),
             Err(e) => return Error::Namespace(e),

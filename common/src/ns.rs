@@ -75,7 +75,7 @@ fn errno(e: nix::errno::Errno) -> io::Error {
 /// 4. the quarantine bound onto `<common>/objects`;
 /// 5. each mount checked by device and inode.
 pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
-    prepare(q).map_err(failed("preparing the quarantine"))?;
+    prepare(q).map_err(failed(format!("preparing {}", q.dir.display())))?;
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let flags = if is_root {
@@ -83,10 +83,52 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
     } else {
         libc::CLONE_NEWUSER | libc::CLONE_NEWNS
     };
-    sys::unshare(flags).map_err(NsError::Refused)?;
+    if !is_root {
+        // The new user namespace needs its maps written through /proc/self, which an
+        // enclosing Landlock domain (a launch from inside a wall) refuses: ask first, while
+        // nothing has changed. (Opening the map of the current namespace for writing is
+        // allowed; writing it would not be, and nothing is written.)
+        if let Err(e) = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/proc/self/uid_map")
+        {
+            return Err(NsError::Refused(io::Error::new(
+                e.kind(),
+                format!("/proc/self/uid_map: {e} (as inside another wall)"),
+            )));
+        }
+    }
+    sys::unshare(flags).map_err(|e| match e.raw_os_error() {
+        // Not allowed here (a sysctl, a security module, a seccomp filter, no kernel
+        // support): nothing an agent can change. Anything else (ENOSPC: the namespace
+        // limit, which an agent could exhaust to downgrade its next launch) is fatal.
+        Some(libc::EPERM | libc::ENOSYS | libc::EINVAL) => NsError::Refused(e),
+        _ => NsError::Failed {
+            step: "creating the namespace".into(),
+            source: e,
+        },
+    })?;
+    // Inside an enclosing Landlock domain (a launch from inside a wall, or a walled drain
+    // daemon's job) every mount is refused: the new namespace then shows exactly what the
+    // old one did, so this counts as refused too.
+    let first_mount_refused = |step: &'static str| {
+        move |e: io::Error| {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                NsError::Refused(io::Error::new(
+                    e.kind(),
+                    format!("{step}: {e} (mounts are refused here, as inside another wall)"),
+                ))
+            } else {
+                NsError::Failed {
+                    step: step.into(),
+                    source: e,
+                }
+            }
+        }
+    };
     if is_root {
         sys::mount(None, c"/", libc::MS_REC | libc::MS_SLAVE)
-            .map_err(failed("cutting mount propagation"))?;
+            .map_err(first_mount_refused("cutting mount propagation"))?;
     } else {
         // A process may map only its own ids, and its gid only once setgroups is denied.
         for (file, text) in [
@@ -113,11 +155,7 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
     let real = stat(&objects).map_err(failed("checking the object store"))?;
     let quarantined = stat(&quarantine).map_err(failed("checking the quarantine"))?;
 
-    bind(&objects, &base).map_err(failed(format!(
-        "binding {} onto {}",
-        q.objects.display(),
-        q.base.display()
-    )))?;
+    bind(&objects, &base).map_err(first_mount_refused("binding the object store"))?;
     let base_mount = open_dir(&git_dir, Path::new(crate::policy::BASE_DIR), OFlag::O_PATH)
         .map_err(failed(format!("opening {}", q.base.display())))?;
     same(&base_mount, &real).map_err(failed(format!("checking {}", q.base.display())))?;

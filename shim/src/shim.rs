@@ -15,7 +15,10 @@ pub fn main(agent: &str, argv: Vec<OsString>) -> i32 {
     match walled_exec(agent, argv) {
         Ok(never) => match never {},
         Err(e) => {
-            eprintln!("landwall: {agent}: {}", landwall::spool::printable(&e.to_string()));
+            eprintln!(
+                "landwall: {agent}: {}",
+                landwall::spool::printable(&e.to_string())
+            );
             e.exit_code()
         }
     }

@@ -1908,7 +1908,7 @@ fn namespace_refused(who: Who) {
     let out = refused(None);
     assert!(scene.sb.ran_in(&linked), "{}", describe(&out));
     assert!(
-        stderr(&out).contains("refused a private mount namespace"),
+        stderr(&out).contains("no private mount namespace here"),
         "{}",
         describe(&out)
     );
@@ -1942,12 +1942,46 @@ root_and_user!(namespace_refused_is_said_or_refused, namespace_refused_is_said_o
 fn escape_terminal_sequences_in_git_file_are_not_printed_raw() {
     let scene = Scene::new("esc-gitesc", Who::Root);
     let (_, linked) = scene_linked(&scene, "linked");
-    plant(&scene, &linked, "printf 'gitdir: /x\\033]0;pwned\\007\\033[2J\\n' > .git");
+    plant(
+        &scene,
+        &linked,
+        "printf 'gitdir: /x\\033]0;pwned\\007\\033[2J\\n' > .git",
+    );
     let out = output(scene.walled(&[os("/bin/true")]).current_dir(&linked));
     assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
-    assert!(!out.stderr.contains(&0x1b) && !out.stderr.contains(&0x07), "{}", describe(&out));
+    assert!(
+        !out.stderr.contains(&0x1b) && !out.stderr.contains(&0x07),
+        "{}",
+        describe(&out)
+    );
     assert!(stderr(&out).contains("\\e]0;pwned"), "{}", describe(&out));
     // The control: the same text printed as it is holds the raw bytes.
     let raw = read(&linked.join(".git"));
     assert!(raw.contains('\u{1b}'));
 }
+
+/// A launch from inside a wall (an agent that runs `claude`, a walled drain daemon's job)
+/// cannot mount: it goes on inside the outer launch's namespace, which still shows the
+/// quarantine, and the real objects stay unchangeable.
+fn nested_launch(who: Who) {
+    let scene = Scene::new("esc-nested-launch", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let (_, path) = readme_object(&scene, &main);
+    let before = std::fs::read(&path).expect("read object");
+    // A copy of the shim where the wall lets the agent execute it (the real agent's
+    // directory), as an installed shim is in /usr/lib/landwall/bin.
+    let inner = scene.sb.agents().join("nested");
+    std::fs::create_dir_all(&inner).expect("mkdir");
+    install(
+        &landwall_e2e::landwall(),
+        &inner.join("claude"),
+        &["-m", "0755"],
+    );
+    let mut attempt = vec![os(inner.join("claude"))];
+    attempt.extend(scene.attempt("overwrite", &[&path]));
+    let out = output(scene.walled(&attempt).current_dir(&linked));
+    assert!(scene.sb.ran_in(&linked), "{}", describe(&out));
+    assert_blocked("nested", &out, None);
+    assert_eq!(std::fs::read(&path).expect("read object"), before);
+}
+root_and_user!(nested_launch_in_a_linked_worktree, nested_launch_in_a_linked_worktree_unprivileged => nested_launch);
