@@ -1913,6 +1913,20 @@ fn namespace_refused(who: Who) {
         describe(&out)
     );
     assert_escaped("without the namespace", &out);
+    // A namespace limit reached (which an agent could cause) is no refusal: fatal.
+    let mut full = scene.cmd(landwall_e2e::helper());
+    full.args(["nsfull", "--"])
+        .arg(scene.shim())
+        .args(&attempt)
+        .current_dir(&linked);
+    std::fs::remove_file(linked.join("marker")).expect("rm marker");
+    let out = output(&mut full);
+    assert_eq!(out.status.code(), Some(100), "{}", describe(&out));
+    assert!(
+        !scene.sb.ran_in(&linked),
+        "the agent started: {}",
+        describe(&out)
+    );
     // doctor says which case this machine is in.
     let mut doctor = scene.cmd(landwall_e2e::helper());
     doctor

@@ -5,7 +5,9 @@
 //! - `lw-helper nolandlock -- CMD…`: a seccomp filter answers ENOSYS to the three Landlock
 //!   syscalls (444–446), as on a kernel built without Landlock, then exec CMD.
 //! - `lw-helper nounshare -- CMD…`: a seccomp filter answers EPERM to `unshare(2)` for a new
-//!   mount namespace, as where a security module or a container refuses one, then exec CMD.
+//!   mount namespace, as where a security module or a container refuses one, then exec CMD;
+//!   `lw-helper nsfull -- CMD…` answers ENOSPC instead, as when the namespace limit is
+//!   reached.
 //! - `lw-helper write PATH`, `read PATH`, `rename FROM TO`, `mkdir PATH`: do it; exit 0 on
 //!   success or with the errno (EACCES = 13) on failure.
 //! - installed as `<agent>-real` (a copy of it): write this process's argv, NUL-separated,
@@ -70,7 +72,7 @@ fn no_landlock() {
 
 /// EPERM to `unshare(2)` asking for a new mount namespace (other unshare calls, such as
 /// landwall's single-thread probe with CLONE_VM, pass).
-fn no_new_namespaces() {
+fn no_new_namespaces(errno: i32) {
     let newns = libc::CLONE_NEWNS as u64;
     let cond = seccompiler::SeccompCondition::new(
         0,
@@ -85,7 +87,7 @@ fn no_new_namespaces() {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
+        SeccompAction::Errno(errno as u32),
         TargetArch::x86_64,
     )
     .expect("filter");
@@ -136,7 +138,11 @@ fn main() {
             exec_rest(&args[2..]);
         }
         "nounshare" => {
-            no_new_namespaces();
+            no_new_namespaces(libc::EPERM);
+            exec_rest(&args[2..]);
+        }
+        "nsfull" => {
+            no_new_namespaces(libc::ENOSPC);
             exec_rest(&args[2..]);
         }
         "write" => errno_exit(std::fs::write(arg(2), b"written by the agent\n")),
