@@ -113,7 +113,8 @@ pub trait Kernel {
 /// 6. seccomp filter (terminal injection, when a terminal is within reach; MPTCP when TCP
 ///    rules are set);
 /// 7. self-check from inside: a path outside the grant is refused, no_new_privs is 1, every
-///    capability set is empty, the terminal filter answers if it was installed;
+///    capability set is empty, the terminal filter answers if it was installed, and the
+///    quarantine's watcher started;
 /// 8. `execve()`.
 pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) -> Error {
     match kernel.thread_count() {
@@ -293,6 +294,9 @@ pub struct LiveKernel {
     terminal_filtered: bool,
     /// Whether any seccomp filter was installed (the terminal one, or MPTCP's).
     filtered: bool,
+    /// The child that starts the quarantine watcher, reaped by the self-check: its fork
+    /// overlaps the wall's own steps.
+    detacher: Option<libc::pid_t>,
 }
 
 impl Kernel for LiveKernel {
@@ -334,7 +338,8 @@ impl Kernel for LiveKernel {
     }
 
     fn watch(&mut self, quarantine: &Quarantine) -> io::Result<()> {
-        crate::watcher::start(quarantine)
+        self.detacher = Some(crate::watcher::start(quarantine)?);
+        Ok(())
     }
 
     fn private_namespace(&mut self, quarantine: &Quarantine) -> Result<(), NsError> {
@@ -357,6 +362,10 @@ impl Kernel for LiveKernel {
     }
 
     fn self_check(&mut self) -> Result<(), String> {
+        if let Some(child) = self.detacher.take() {
+            sys::reap_detacher(child)
+                .map_err(|e| format!("the object quarantine's watcher did not start: {e}"))?;
+        }
         // Landlock: `/` itself is never granted (configuration cannot name it), so listing
         // it must be refused.
         match std::fs::read_dir("/") {

@@ -206,25 +206,39 @@ fn prepare(q: &Quarantine) -> io::Result<()> {
     let quarantine = make_dir(&git_dir, crate::policy::QUARANTINE_DIR)?;
     make_dir(&git_dir, crate::policy::BASE_DIR)?;
     let info = make_dir(&quarantine, "info")?;
+    let mut line = q.base.as_os_str().as_bytes().to_vec();
+    line.push(b'\n');
+    let flags = OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    // Written once; later launches only read it back (a write would cost a journal entry
+    // on every launch). Whatever the agent left there is replaced.
+    if let Ok(fd) = openat(&info, "alternates", OFlag::O_RDONLY | flags, Mode::empty()) {
+        if is_kind(&stat(&fd)?, libc::S_IFREG) {
+            let mut have = Vec::with_capacity(line.len() + 1);
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::fs::File::from(fd), line.len() as u64 + 1),
+                &mut have,
+            )?;
+            if have == line {
+                return Ok(());
+            }
+        }
+    }
+    // Anything else under that name (a FIFO, a symlink) is removed first.
+    match nix::unistd::unlinkat(&info, "alternates", nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+        Err(e) => return Err(errno(e)),
+    }
     let file = openat(
         &info,
         "alternates",
-        OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_TRUNC
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_CLOEXEC,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | flags,
         Mode::from_bits_truncate(0o644),
     )
     .map_err(errno)?;
     if !is_kind(&stat(&file)?, libc::S_IFREG) {
         return Err(io::Error::other("info/alternates is not a regular file"));
     }
-    let mut file = std::fs::File::from(file);
-    let mut line = q.base.as_os_str().as_bytes().to_vec();
-    line.push(b'\n');
-    file.write_all(&line)
+    std::fs::File::from(file).write_all(&line)
 }
 
 /// `name` in `dir`, created if missing, opened as a directory without following a symlink.

@@ -484,14 +484,16 @@ pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<
     }
 }
 
-/// Runs `body` in a grandchild of this process in a session of its own, and returns once
-/// the child in between has exited (so the grandchild is reparented to init or the nearest
-/// subreaper, and is no child this process's program could wait for or be confused by).
-/// The grandchild exits with `body`'s status and never returns here.
+/// Runs `body` in a grandchild of this process in a session of its own, and returns the pid
+/// of the child in between, which exits as soon as it has forked: the caller reaps it with
+/// [`reap_detacher`] (later, so that its fork overlaps the caller's own work). The
+/// grandchild is then reparented to init or the nearest subreaper: no child that this
+/// process's program could wait for or be confused by. It exits with `body`'s status and
+/// never returns here.
 ///
 /// Only for a single-threaded caller: after `fork` the child runs ordinary Rust code
 /// (allocation included), which is sound only if no other thread held a lock at the fork.
-pub fn spawn_detached(body: impl FnOnce() -> i32) -> io::Result<()> {
+pub fn spawn_detached(body: impl FnOnce() -> i32) -> io::Result<libc::pid_t> {
     // SAFETY: fork has no memory preconditions; the caller is single-threaded (see above),
     // so the child's copy of the address space has no lock held by a vanished thread.
     let child = unsafe { libc::fork() };
@@ -514,6 +516,11 @@ pub fn spawn_detached(body: impl FnOnce() -> i32) -> io::Result<()> {
         // flushing its stdio buffers a second time.
         unsafe { libc::_exit(code) }
     }
+    Ok(child)
+}
+
+/// Waits for the child [`spawn_detached`] returned; `Ok` if it forked the grandchild.
+pub fn reap_detacher(child: libc::pid_t) -> io::Result<()> {
     let mut status: libc::c_int = 0;
     loop {
         // SAFETY: waitpid writes one int, borrowed mutably for the call.

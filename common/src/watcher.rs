@@ -15,7 +15,6 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use crate::policy::Quarantine;
@@ -28,35 +27,16 @@ const PERIOD_MS: libc::c_int = 200;
 /// Where the watcher looks for git (for packs) with its own, fixed PATH: never the agent's.
 const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
 
-/// Steps, in order: make sure the quarantine is a directory (not a link the agent left in
-/// its place); take a pidfd of this process (the agent after exec); start the detached
-/// watcher. Returns once the watcher runs; it moves what an earlier launch left behind at
+/// Steps, in order: take a pidfd of this process (the agent after exec); start the
+/// detached watcher. (The quarantine itself is made, and checked to be a directory, by
+/// [`crate::ns::enter`]; the watcher opens it without following a link.) Returns the pid of the short-lived child in between, for
+/// [`sys::reap_detacher`] before exec. Returns once the watcher runs; it moves what an earlier launch left behind at
 /// once, then what the agent writes every [`PERIOD_MS`] while it runs, and the rest when it
 /// exits.
-pub fn start(q: &Quarantine) -> io::Result<()> {
-    ensure_dir(&q.dir)?;
+pub fn start(q: &Quarantine) -> io::Result<libc::pid_t> {
     let pidfd = sys::pidfd_self()?;
     let watch = || watch(&pidfd, q);
     sys::spawn_detached(watch)
-}
-
-/// Creates the quarantine if missing; what is there must be a directory, not a symlink.
-fn ensure_dir(dir: &Path) -> io::Result<()> {
-    match fs::DirBuilder::new().mode(0o777).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            let meta = fs::symlink_metadata(dir)?;
-            if meta.is_dir() {
-                Ok(())
-            } else {
-                Err(io::Error::other(format!(
-                    "{} is not a directory: remove it",
-                    dir.display()
-                )))
-            }
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// The watcher's life: detach from everything of the agent's, move leftovers, wait for the
