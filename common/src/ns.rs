@@ -34,7 +34,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use nix::fcntl::{openat, OFlag, AT_FDCWD};
+use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fstat, mkdirat, FileStat, Mode};
 
 use crate::policy::Quarantine;
@@ -140,7 +140,7 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
         }
     }
     // Opened in the new namespace: a mount source from another namespace is refused.
-    let git_dir = open_dir(AT_FDCWD, &q.git_dir, OFlag::O_RDONLY)
+    let git_dir = open_real_dir(&q.git_dir, OFlag::O_RDONLY)
         .map_err(failed(format!("opening {}", q.git_dir.display())))?;
     let quarantine = open_dir(
         &git_dir,
@@ -150,7 +150,7 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
     .map_err(failed(format!("opening {}", q.dir.display())))?;
     let base = open_dir(&git_dir, Path::new(crate::policy::BASE_DIR), OFlag::O_PATH)
         .map_err(failed(format!("opening {}", q.base.display())))?;
-    let objects = open_dir(AT_FDCWD, &q.objects, OFlag::O_PATH)
+    let objects = open_real_dir(&q.objects, OFlag::O_PATH)
         .map_err(failed(format!("opening {}", q.objects.display())))?;
     let real = stat(&objects).map_err(failed("checking the object store"))?;
     let quarantined = stat(&quarantine).map_err(failed("checking the quarantine"))?;
@@ -174,7 +174,7 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
         q.dir.display(),
         q.objects.display()
     )))?;
-    let now = open_dir(AT_FDCWD, &q.objects, OFlag::O_PATH)
+    let now = open_real_dir(&q.objects, OFlag::O_PATH)
         .map_err(failed(format!("opening {}", q.objects.display())))?;
     same(&now, &quarantined).map_err(failed(format!("checking {}", q.objects.display())))?;
     Ok(())
@@ -202,7 +202,7 @@ pub fn probe(is_root: bool) -> io::Result<()> {
 /// the worktree's git dir, which the agent can write: each opened without following a final
 /// symlink, and created if missing.
 fn prepare(q: &Quarantine) -> io::Result<()> {
-    let git_dir = open_dir(AT_FDCWD, &q.git_dir, OFlag::O_RDONLY)?;
+    let git_dir = open_real_dir(&q.git_dir, OFlag::O_RDONLY)?;
     let quarantine = make_dir(&git_dir, crate::policy::QUARANTINE_DIR)?;
     make_dir(&git_dir, crate::policy::BASE_DIR)?;
     let info = make_dir(&quarantine, "info")?;
@@ -253,6 +253,14 @@ fn make_dir(dir: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
             format!("{name}: {e} (it must be a directory: remove what is there)"),
         )
     })
+}
+
+/// `path` (absolute) as a directory, with no symlink in any component: the quarantine's
+/// git dir and the object store are real paths, so a symlink met now was swapped in.
+fn open_real_dir(path: &Path, mode: OFlag) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    sys::open_no_symlinks(None, &c, (mode | OFlag::O_DIRECTORY).bits())
 }
 
 fn open_dir<D: AsFd>(dir: D, path: &Path, mode: OFlag) -> io::Result<OwnedFd> {

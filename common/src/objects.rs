@@ -1,8 +1,9 @@
 //! Moving a git object quarantine into the main object store, verifying every object.
 //!
 //! An agent walled into a linked worktree writes its objects into a quarantine directory
-//! (`GIT_OBJECT_DIRECTORY`), with the main store (`<common dir>/objects`) read-only to it as
-//! an alternate. After the agent exits, [`migrate`], run outside the wall with the same uid,
+//! (in its mount namespace, `<common dir>/objects` shows it; see [`crate::ns`]), with the
+//! main store read-only to it as an alternate. While it runs and after it exits,
+//! [`migrate`], run outside the wall with the same uid by the watcher ([`crate::watcher`]),
 //! moves what it wrote into the main store so that the user's checkouts see its commits.
 //! Everything in the quarantine is hostile: written by an attacker who has read this code.
 //!
@@ -16,10 +17,14 @@
 //!   `<type> <size>\0` canonical, the size exact, nothing after the zlib stream, and the hash
 //!   of the inflated bytes equal to the file's name. The quarantine's inode never moves: the
 //!   agent may still hold a descriptor to it and could write through it afterwards.
-//! - A pack enters only through `git index-pack --stdin --fix-thin`, which recomputes every
-//!   object id from the content and checks every id that already exists for a collision. The
-//!   quarantine's `.idx` is never read; it only says the pack is complete (git renames it
-//!   into place last).
+//! - A pack enters only as a copy that `git index-pack` indexed outside any repository
+//!   (so no configuration, hook, promisor remote or alternate that the agent may have
+//!   written is read: a quarantine can belong to a common dir the agent forged), which
+//!   recomputes every object id from the content, with git's SHA-1 collision detection.
+//!   Thin packs are refused. The quarantine's `.idx` is never read; it only says the pack is
+//!   complete (git renames it into place last).
+//! - The quarantine and the store are opened with no symlink anywhere in their paths
+//!   (`RESOLVE_NO_SYMLINKS`), so no swap can point either at another directory.
 //! - Nothing in the quarantine is followed or can block: every name is looked at with
 //!   `fstatat(AT_SYMLINK_NOFOLLOW)` before it is opened, opened with
 //!   `O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC`, and checked again with `fstat` (the name may be
@@ -238,6 +243,18 @@ const DIR_FLAGS: OFlag = OFlag::O_RDONLY
     .union(OFlag::O_DIRECTORY)
     .union(OFlag::O_NOFOLLOW)
     .union(OFlag::O_CLOEXEC);
+
+/// `path` as a directory, with no symlink in any of its components.
+fn open_fd_no_symlinks(path: &Path) -> nix::Result<OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    crate::sys::open_no_symlinks(None, &c, libc::O_RDONLY | libc::O_DIRECTORY)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+}
+
+/// [`open_fd_no_symlinks`], for listing.
+fn open_dir_no_symlinks(path: &Path) -> nix::Result<Dir> {
+    Dir::from_fd(open_fd_no_symlinks(path)?)
+}
 
 /// The names in `dir`, without `.` and `..`, read to the end first so that the directory can
 /// change underneath without the listing skipping or repeating entries we act on.
@@ -550,23 +567,6 @@ fn freshen(dir: &Dir, name: &str, path: &Path) {
     }
 }
 
-/// A `git` command that sees the main repository and nothing of the caller's or the agent's
-/// environment: no global or system configuration, no alternates, no replace refs (the agent
-/// may have written `refs/replace/`, and `--fix-thin` copies bases it reads by id into the
-/// pack under that id).
-fn git_command(git: &Path, common: &Path, objects: &Path) -> Command {
-    let mut cmd = Command::new(git);
-    cmd.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_DIR", common)
-        .env("GIT_OBJECT_DIRECTORY", objects)
-        .env("GIT_NO_REPLACE_OBJECTS", "1")
-        .current_dir(common);
-    cmd
-}
-
 /// git's exit status and stderr, in one line safe to print.
 fn git_failure(out: &std::process::Output) -> String {
     let text = escape(out.stderr.trim_ascii(), 400);
@@ -608,14 +608,17 @@ pub fn migrate(
             source: e.into(),
         }
     };
-    // O_NOFOLLOW: the agent may have replaced the quarantine with a symlink to elsewhere.
-    let mut q = match Dir::open(quarantine, DIR_FLAGS, Mode::empty()) {
+    // No symlink anywhere on the way (RESOLVE_NO_SYMLINKS): the agent may have replaced the
+    // quarantine, or a directory above it that it can write, with a symlink to elsewhere,
+    // say another repository's objects/, whose files would then be moved here and removed
+    // there.
+    let mut q = match open_dir_no_symlinks(quarantine) {
         Ok(q) => q,
         Err(Errno::ENOENT) => return Ok(done),
         Err(e) => return Err(quarantine_err("opening")(e)),
     };
-    // GIT_OBJECT_DIRECTORY and GIT_DIR are given to git, which runs in another directory.
-    let Some(common) = objects.parent().filter(|_| objects.is_absolute()) else {
+    // Opened with no symlink on the way, which a relative path would not say anything about.
+    if !objects.is_absolute() {
         return Err(ObjectsError::Store {
             step: "using (an absolute path is needed)",
             path: objects.to_path_buf(),
@@ -630,13 +633,10 @@ pub fn migrate(
     {
         return Ok(done);
     }
+    // Likewise the store: a symlink swapped into its path would have verified objects
+    // written into whatever directory it names.
     let store = Store {
-        dir: nix::fcntl::open(
-            objects,
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(store_err("opening", objects.to_path_buf()))?,
+        dir: open_fd_no_symlinks(objects).map_err(store_err("opening", objects.to_path_buf()))?,
         path: objects,
     };
     // Migrating a store into itself would find every object "already there" and remove it.
@@ -656,7 +656,7 @@ pub fn migrate(
             migrate_fanout(&q, quarantine, xx, &store, &mut done)?;
         }
     }
-    migrate_packs(&q, quarantine, git, common, &store, &mut done)?;
+    migrate_packs(&q, quarantine, git, &store, &mut done)?;
     // Empty fan-out directories go; those still holding something (rejected entries, a
     // tmp_obj_* being written) stay, and rmdir(2) says which.
     for name in names.iter().filter(|_| prune_dirs) {
@@ -754,12 +754,152 @@ fn migrate_fanout(
 /// so an agent process still running stops using the pack before its data goes.
 const PACK_FILES: [&str; 7] = ["idx", "pack", "rev", "mtimes", "bitmap", "promisor", "keep"];
 
+/// Why a pack was not taken in.
+enum PackFailure {
+    /// The pack, not the store: recorded, and the pack left in the quarantine.
+    Rejected(String),
+    /// The store could not be written.
+    Store(ObjectsError),
+}
+
+/// Takes one quarantined pack into the store: its bytes are copied into a new file in the
+/// store's `pack/` (never the quarantine's inode, which the agent may still hold open), and
+/// `git index-pack` indexes that copy **outside any repository**: it reads no repository's
+/// configuration, hooks, promisor remote or alternates (the agent could have written any
+/// of those: a quarantine can belong to a common dir it forged), and it computes every
+/// object's id from the content (with git's SHA-1 collision detection). Thin packs, which
+/// would need the repository for their bases, are refused; git completes fetched packs
+/// before it stores them. The copy and its index are renamed into place without replacing
+/// a pack of the same name, the index last, as git does.
+fn index_pack_copy(
+    pack: std::fs::File,
+    hash: &str,
+    git: &Path,
+    store: &Store<'_>,
+) -> Result<(), PackFailure> {
+    let packs_path = store.path.join("pack");
+    let store_failure = |step: &'static str| {
+        let path = packs_path.clone();
+        move |e: Errno| PackFailure::Store(store_err(step, path)(e))
+    };
+    match nix::sys::stat::mkdirat(&store.dir, "pack", Mode::from_bits_truncate(0o777)) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(e) => return Err(store_failure("creating")(e)),
+    }
+    let packs = Dir::openat(&store.dir, "pack", DIR_FLAGS, Mode::empty())
+        .map_err(store_failure("opening"))?;
+    let tmp = temp_name();
+    let tmp_pack = format!("{tmp}.pack");
+    let remove_tmp = |packs: &Dir| {
+        for ext in ["pack", "idx", "rev"] {
+            let name = format!("{tmp}.{ext}");
+            match nix::unistd::unlinkat(packs, name.as_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => log::debug!("could not remove {}: {e}", packs_path.join(&name).display()),
+            }
+        }
+    };
+    let copy = nix::fcntl::openat(
+        &packs,
+        tmp_pack.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o444),
+    )
+    .map_err(store_failure("creating a pack in"))?;
+    let mut copy = std::fs::File::from(copy);
+    let copied =
+        std::io::copy(&mut std::io::BufReader::new(pack), &mut copy).and_then(|_| copy.sync_all());
+    drop(copy);
+    if let Err(e) = copied {
+        remove_tmp(&packs);
+        return Err(PackFailure::Store(ObjectsError::Store {
+            step: "copying a pack into",
+            path: packs_path.clone(),
+            source: e,
+        }));
+    }
+    // The copy by the store's descriptor, as git sees it: no path that could be swapped.
+    let in_store = PathBuf::from(format!(
+        "/proc/{}/fd/{}/{tmp_pack}",
+        std::process::id(),
+        std::os::fd::AsRawFd::as_raw_fd(&packs)
+    ));
+    let format = if hash.len() == 64 { "sha256" } else { "sha1" };
+    let out = Command::new(git)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CEILING_DIRECTORIES", "/")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .current_dir("/")
+        .args(["index-pack", &format!("--object-format={format}")])
+        .arg(&in_store)
+        .stdin(Stdio::null())
+        .output();
+    let out = match out {
+        Ok(out) if out.status.success() => out,
+        Ok(out) => {
+            remove_tmp(&packs);
+            return Err(PackFailure::Rejected(format!(
+                "git index-pack refused it: {}",
+                git_failure(&out)
+            )));
+        }
+        // No git on this machine: the loose objects moved all the same, and the pack waits
+        // for a run that has one.
+        Err(e) => {
+            remove_tmp(&packs);
+            return Err(PackFailure::Rejected(format!(
+                "cannot run {}: {e}",
+                git.display()
+            )));
+        }
+    };
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let name = printed.trim();
+    if !matches!(name.len(), 40 | 64) || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        remove_tmp(&packs);
+        return Err(PackFailure::Rejected(format!(
+            "git index-pack printed no pack name ({})",
+            escape(name.as_bytes(), 80)
+        )));
+    }
+    // The index last: a pack without one is not looked at.
+    for ext in ["rev", "pack", "idx"] {
+        let from = format!("{tmp}.{ext}");
+        let to = format!("pack-{name}.{ext}");
+        match nix::fcntl::renameat2(
+            &packs,
+            from.as_str(),
+            &packs,
+            to.as_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => {}
+            // No reverse index written, or the same pack is there already (same name, same
+            // content): keep what is there.
+            Err(Errno::ENOENT) if ext == "rev" => {}
+            Err(Errno::EEXIST) => {}
+            Err(e) => {
+                remove_tmp(&packs);
+                return Err(store_failure("renaming a pack in")(e));
+            }
+        }
+    }
+    remove_tmp(&packs);
+    nix::unistd::fsync(&packs).map_err(store_failure("syncing"))?;
+    Ok(())
+}
+
 /// Migrates the complete packs in the quarantine's `pack/` with `git index-pack`.
 fn migrate_packs(
     q: &Dir,
     quarantine: &Path,
     git: &Path,
-    common: &Path,
     store: &Store<'_>,
     done: &mut Migrated,
 ) -> Result<(), ObjectsError> {
@@ -819,37 +959,14 @@ fn migrate_packs(
                 continue;
             }
         };
-        // core.fsync: the pack and its index must be durable before the quarantine's copy
-        // goes, whatever the repository's configuration says.
-        let out = match git_command(git, common, store.path)
-            .args(["-c", "core.fsync=pack,pack-metadata"])
-            .args(["index-pack", "--stdin", "--fix-thin"])
-            .stdin(Stdio::from(file))
-            .output()
-        {
-            Ok(out) => out,
-            // No git on this machine: the loose objects moved all the same, and the pack
-            // waits for a run that has one.
-            Err(e) => {
-                let git = git.display();
-                done.rejected
-                    .push(format!("{}: cannot run {git}: {e}", what.display()));
+        match index_pack_copy(file, hash, git, store) {
+            Ok(()) => {}
+            Err(PackFailure::Store(e)) => return Err(e),
+            Err(PackFailure::Rejected(why)) => {
+                done.rejected.push(format!("{}: {why}", what.display()));
                 continue;
             }
-        };
-        if !out.status.success() {
-            done.rejected.push(format!(
-                "{}: git index-pack refused it: {}",
-                what.display(),
-                git_failure(&out)
-            ));
-            continue;
         }
-        // index-pack fsyncs the files but not the directory it renamed them into.
-        let packs = store.path.join("pack");
-        Dir::openat(&store.dir, "pack", DIR_FLAGS, Mode::empty())
-            .and_then(|d| nix::unistd::fsync(&d))
-            .map_err(store_err("syncing", packs))?;
         for ext in PACK_FILES {
             let file = format!("pack-{hash}.{ext}");
             match nix::unistd::unlinkat(&dir, file.as_str(), UnlinkatFlags::NoRemoveDir) {
@@ -1187,7 +1304,7 @@ mod tests {
     /// A thin pack (its delta's base only in the main store) with an empty, meaningless .idx:
     /// index-pack completes it from the main store and never reads the .idx.
     #[test]
-    fn objects_thin_pack_with_an_empty_idx() {
+    fn objects_thin_pack_is_refused_not_completed() {
         let r = Repo::new(Format::Sha1);
         let text: String = (0..200)
             .map(|i| format!("line {i} of a long file\n"))
@@ -1225,12 +1342,14 @@ mod tests {
             }
         }
 
+        // Completing it would need a repository, whose configuration the agent may have
+        // written (a promisor remote runs a command to fetch a missing base): refused, and
+        // left where it is.
         let m = r.migrate();
-        assert_eq!(m.rejected, Vec::<String>::new());
-        assert_eq!(m.packs, 1);
-        assert!(r.has(&head));
-        r.fsck();
-        assert_eq!(r.files_in_quarantine(), Vec::<PathBuf>::new());
+        assert_eq!(m.packs, 0);
+        assert_eq!(m.rejected.len(), 1, "{:?}", m.rejected);
+        assert!(!r.has(&head));
+        assert_eq!(r.files_in_quarantine().len(), 2);
     }
 
     /// An .idx that claims an object the pack does not hold brings nothing wrong in, and a

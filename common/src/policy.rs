@@ -431,6 +431,41 @@ impl Builder {
         }
     }
 
+    /// Grants `common`/`name` read-write as the directory it is, never through a symlink:
+    /// a common dir can be one the agent forged where it could write, and a `refs` or
+    /// `objects` there that is a symlink would otherwise put the grant on whatever it names.
+    /// `common` is a real path, so `common/name` is one too when it is a plain directory.
+    fn add_git_subdir(
+        &mut self,
+        common: &Path,
+        name: &str,
+        required: bool,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Result<(), PolicyError> {
+        let path = common.join(name);
+        let refuse = |why: &str| PolicyError::Required {
+            path: path.clone(),
+            reason: "the repository's git dir".into(),
+            source: io::Error::other(why.to_string()),
+        };
+        match path.symlink_metadata() {
+            Ok(m) if m.file_type().is_dir() => {
+                self.push(path, true, Access::ReadWrite, reason.into());
+                Ok(())
+            }
+            Ok(m) if m.file_type().is_symlink() => {
+                Err(refuse("it is a symbolic link, where git makes a directory"))
+            }
+            Ok(_) => Err(refuse("it is not a directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !required => Ok(()),
+            Err(e) => Err(PolicyError::Required {
+                path: path.clone(),
+                reason: "the repository's git dir".into(),
+                source: e,
+            }),
+        }
+    }
+
     fn covers(&self, path: &Path) -> bool {
         self.rules.iter().any(|r| within(path, &r.path))
     }
@@ -708,20 +743,22 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
                 ),
             )?;
             for sub in ["refs", "logs", "reftable"] {
-                b.add_if_present(
-                    &common.join(sub),
-                    Access::ReadWrite,
+                b.add_git_subdir(
+                    common,
+                    sub,
+                    false,
                     "refs and logs the worktree commits into (in the common dir)",
-                );
+                )?;
             }
             // In the launch's mount namespace this path is the quarantine: the rule is
             // attached to what the path shows when the wall goes up. Without the namespace
             // (refused by the kernel, and not `protect_required`) it is the real store, as
             // `doctor` and the launch's note then say.
             let q = Quarantine::of(git_dir, common);
-            b.add(
-                &q.objects,
-                Access::ReadWrite,
+            b.add_git_subdir(
+                common,
+                "objects",
+                true,
                 format!(
                     "the repository's objects: in the agent's mount namespace, its quarantine {}; the real store is read-only there at {}",
                     q.dir.display(),

@@ -644,3 +644,39 @@ pub fn in_child(body: impl FnOnce() -> i32) -> io::Result<i32> {
         Ok(128 + libc::WTERMSIG(status))
     }
 }
+
+/// `struct open_how` from `<linux/openat2.h>` (libc's is non-exhaustive).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(2)` (Linux 5.6) with `RESOLVE_NO_SYMLINKS`: opens `path` (relative to `dir`, or
+/// to the cwd) only if no component of it is a symlink. For paths that were resolved to
+/// their real path earlier: a symlink met now means something was swapped in since.
+pub fn open_no_symlinks(
+    dir: Option<BorrowedFd<'_>>,
+    path: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS,
+    };
+    let dirfd = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `path` is NUL-terminated and `how` is one `open_how` of the size given, both
+    // borrowed for the call; the kernel returns a new descriptor or -1.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dirfd,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    owned_fd(rc)
+}

@@ -8,15 +8,12 @@
 //! the caller cannot exec by mistake. The `landlock` crate supplies the access-right
 //! constants; the calls themselves are in [`sys`].
 
-use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{Access as _, AccessFs, AccessNet, BitFlags, Scope, ABI};
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 
 use crate::policy::{Access, Policy};
 use crate::sys;
@@ -239,11 +236,16 @@ fn close_batch(fds: &mut Vec<OwnedFd>) {
     }
 }
 
-/// Opens `path` with `O_PATH` (no access to its contents; following a final symlink, as
-/// `landlock::PathFd` does), relative to its parent's descriptor when the parent is one of
-/// the open list-only directories.
+/// Opens `path` with `O_PATH` (no access to its contents), relative to its parent's
+/// descriptor when the parent is one of the open list-only directories, refusing any
+/// symlink on the way (`RESOLVE_NO_SYMLINKS`): rule paths are real paths, so a symlink met
+/// now was swapped in after the policy was built (an agent's background process racing the
+/// next launch), and following it would put the rule on whatever it points at.
 fn open_path(path: &Path, parents: &[(&Path, OwnedFd)]) -> io::Result<OwnedFd> {
-    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    let flags = libc::O_PATH;
+    let c = |b: &[u8]| {
+        std::ffi::CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    };
     // Rule paths are real (no `.`, `..` or `//`), so the parent is the bytes before the
     // last `/`, compared as bytes.
     let bytes = path.as_os_str().as_bytes();
@@ -254,15 +256,10 @@ fn open_path(path: &Path, parents: &[(&Path, OwnedFd)]) -> io::Result<OwnedFd> {
             .rev()
             .find(|(p, _)| p.as_os_str().as_bytes() == parent);
         if let (Some((_, dir)), false) = (found, name.is_empty() || parent.is_empty()) {
-            return Ok(nix::fcntl::openat(
-                dir,
-                OsStr::from_bytes(name),
-                flags,
-                Mode::empty(),
-            )?);
+            return sys::open_no_symlinks(Some(dir.as_fd()), &c(name)?, flags);
         }
     }
-    Ok(nix::fcntl::open(path, flags, Mode::empty())?)
+    sys::open_no_symlinks(None, &c(bytes)?, flags)
 }
 
 /// What a kernel ABI enforces, for `landwall doctor`.

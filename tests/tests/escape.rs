@@ -1999,3 +1999,119 @@ fn nested_launch(who: Who) {
     assert_eq!(std::fs::read(&path).expect("read object"), before);
 }
 root_and_user!(nested_launch_in_a_linked_worktree, nested_launch_in_a_linked_worktree_unprivileged => nested_launch);
+
+// ---- A common dir the agent forged where it can write (found by review).
+
+/// Plants, in the linked worktree's own (writable) git dir, a common dir of the agent's
+/// making that checks out both ways (`fake/worktrees/x`), with `extra` run in `fake` too,
+/// and points `.git` at it. Returns the fake common dir.
+fn plant_forged_common(scene: &Scene, main: &Path, linked: &Path, extra: &str) -> PathBuf {
+    let fake = main.join(".git/worktrees/linked/fake");
+    plant(
+        scene,
+        linked,
+        &format!(
+            "set -e; F='{f}'; mkdir -p \"$F/worktrees/x/landwall-objects/pack\" \"$F/objects\" \"$F/refs\"; \
+             echo ../.. > \"$F/worktrees/x/commondir\"; echo \"$PWD/.git\" > \"$F/worktrees/x/gitdir\"; \
+             echo 'ref: refs/heads/main' > \"$F/HEAD\"; cd \"$F\"; {extra}; cd - >/dev/null; \
+             printf 'gitdir: %s\\n' \"$F/worktrees/x\" > .git",
+            f = fake.display()
+        ),
+    );
+    fake
+}
+
+/// A thin pack (one delta against a base it does not hold), as `pack-objects --thin` makes.
+fn thin_pack(scene: &Scene) -> PathBuf {
+    let repo = scene.sb.root.join("thin-src");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    git_root(&scene.sb, &repo, &["init", "-q"]);
+    let text: String = (0..200)
+        .map(|i| format!("line {i} of a long file\n"))
+        .collect();
+    std::fs::write(repo.join("a"), &text).expect("write");
+    git_root(&scene.sb, &repo, &["add", "a"]);
+    git_root(&scene.sb, &repo, &["commit", "-qm", "one"]);
+    std::fs::write(repo.join("a"), text + "more\n").expect("write");
+    git_root(&scene.sb, &repo, &["commit", "-qam", "two"]);
+    let mut c = Command::new("git");
+    c.args(["-C", repo.to_str().expect("utf8")])
+        .args(["pack-objects", "--thin", "--stdout", "--revs", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    std::io::Write::write_all(child.stdin.as_mut().expect("stdin"), b"HEAD\n^HEAD~1\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    // Where the agent may read it (the real agent's directory).
+    let path = scene.sb.agents().join("thin.pack");
+    std::fs::write(&path, out.stdout).expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    path
+}
+
+/// The forged common dir's configuration names a promisor remote whose `uploadpack` is the
+/// payload, and its quarantine holds a thin pack: a watcher that completed the pack in
+/// that repository would fetch the missing base, running the payload outside the wall.
+fn forged_common_promisor(who: Who) {
+    let scene = Scene::new("esc-promisor", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let pack = thin_pack(&scene);
+    let mark = scene.sb.outside().join("RCE");
+    let fake = plant_forged_common(
+        &scene,
+        &main,
+        &linked,
+        &format!(
+            "printf '[core]\\n\\trepositoryformatversion = 1\\n[extensions]\\n\\tpartialClone = origin\\n\
+             [remote \"origin\"]\\n\\turl = /nonexistent-repo\\n\\tpromisor = true\\n\
+             \\tuploadpack = \"sh -c '\"'\"'id > {mark}; exit 1'\"'\"' #\"\\n' > config; \
+             cp '{pack}' worktrees/x/landwall-objects/pack/pack-1111111111111111111111111111111111111111.pack; \
+             : > worktrees/x/landwall-objects/pack/pack-1111111111111111111111111111111111111111.idx",
+            mark = mark.display(),
+            pack = pack.display()
+        ),
+    );
+    // The next launches start watchers on that quarantine.
+    for _ in 0..2 {
+        let out = output(scene.walled(&[os("/bin/true")]).current_dir(&linked));
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!mark.exists(), "the payload ran outside the wall");
+    // The control: git completing that pack in that repository runs the payload.
+    let mut control = scene.cmd("git");
+    control
+        .env("GIT_DIR", &fake)
+        .args(["index-pack", "--stdin", "--fix-thin"])
+        .stdin(std::fs::File::open(&pack).expect("pack"))
+        .current_dir(&fake);
+    let _status = control.output().expect("run git");
+    assert!(mark.exists(), "the control's git did not run the payload");
+}
+root_and_user!(escape_forged_common_dir_promisor_fetch, escape_forged_common_dir_promisor_fetch_unprivileged => forged_common_promisor);
+
+/// In the forged common dir, `objects` (or `refs`) is a symlink to a directory outside: the
+/// next launch must not grant what it names.
+fn forged_common_symlink(who: Who) {
+    for sub in ["objects", "refs"] {
+        let scene = Scene::new("esc-forged-link", who);
+        let (main, linked) = scene_linked(&scene, "linked");
+        let outside = scene.sb.outside();
+        plant_forged_common(
+            &scene,
+            &main,
+            &linked,
+            &format!("rm -rf {sub}; ln -s '{}' {sub}", outside.display()),
+        );
+        let target = outside.join(format!("planted-{sub}"));
+        let attempt = scene.attempt("write", &[&target]);
+        let err = assert_next_launch_refused(&scene, &linked, &attempt);
+        assert!(err.contains("symbolic link"), "{err}");
+        assert!(!target.exists());
+        let out = output(scene.control(&attempt).current_dir(&linked));
+        assert_escaped("control", &out);
+    }
+}
+root_and_user!(escape_forged_common_dir_symlink, escape_forged_common_dir_symlink_unprivileged => forged_common_symlink);
