@@ -24,11 +24,14 @@ git_q -C "$demo/project" add README.md
 git_q -C "$demo/project" commit -m "initial commit"
 git_q -C "$demo/project" worktree add -b feature "$demo/feature"
 wt=$demo/feature
+# README.md's blob, a loose object of the repository: the agent will try to rewrite it.
+blob=$(git -C "$demo/project" rev-parse HEAD:README.md)
+obj=$demo/project/.git/objects/${blob:0:2}/${blob:2}
 
 # The stand-in agent (its argument: the demo directory): each probe prints `name|allowed` or `name|denied|<error>`.
 cat >"$demo/agents/claude-real" <<'AGENT'
 #!/bin/sh
-demo=$1
+demo=$1 obj=$2
 try() {
     name=$1; shift
     if out=$("$@" 2>&1); then echo "$name|allowed"
@@ -38,6 +41,9 @@ try worktree sh -c 'echo "agent was here" > notes.txt'
 try commit sh -c 'git add notes.txt && git commit -q -m "agent commit"'
 try home sh -c 'echo "# planted by the agent" >> "$HOME/.bashrc"'
 try hook sh -c 'echo "echo planted by the agent" > "$0/project/.git/hooks/post-checkout"' "$demo"
+# Where it is, and where the agent sees the real store: read-only at landwall-base.
+try object sh -c 'for o in "$0" "$1"; do chmod u+w "$o" 2>/dev/null; echo poisoned > "$o" || exit 1; done' \
+    "$(printf '%s\n' "$obj" | sed "s#/objects/#/worktrees/feature/landwall-base/#")" "$obj"
 try main cat "$demo/project/README.md"
 try other cat "$demo/other-project/secret.txt"
 try root ls /root
@@ -65,6 +71,8 @@ declare -A unix=(
     [commit]=$(perm -w "$demo/project/.git")
     [home]=$(perm -w "$demo/home")
     [hook]=$(perm -w "$demo/project/.git/hooks")
+    # 0444, but its owner may chmod it (and root ignores the mode).
+    [object]=$( { [ "$(id -u)" -eq 0 ] || [ -O "$obj" ]; } && echo allow || echo deny)
     [main]=$(perm -r "$demo/project/README.md")
     [other]=$(perm -r "$demo/other-project/secret.txt")
     [root]=$(perm -r /root -a -x /root)
@@ -73,7 +81,7 @@ declare -A unix=(
 )
 
 set +e
-report=$(cd "$wt" && "${run_env[@]}" sh -c 'echo "shim|$$"; exec claude "$1"' sh "$demo" 2>"$demo/stderr")
+report=$(cd "$wt" && "${run_env[@]}" sh -c 'echo "shim|$$"; exec claude "$1" "$2"' sh "$demo" "$obj" 2>"$demo/stderr")
 status=$?
 set -e
 if [ $status -ne 0 ]; then
@@ -119,6 +127,7 @@ row worktree "write notes.txt in its worktree" allowed
 row commit "git commit in the linked worktree" allowed
 row home "append to ~/.bashrc (\$HOME writable: seeds' default)" allowed
 row hook "plant a hook in the repository's .git/hooks" denied
+row object "rewrite an existing object in .git/objects" denied
 row main "read the main checkout's README.md" denied
 row other "read another project's secret.txt" denied
 row root "list /root" denied
@@ -129,6 +138,10 @@ printf '  %-54s %-12s %s\n' "read \$AWS_SECRET_ACCESS_KEY (set by the caller)" "
 [ "${got[secret]}" = absent ] || unexpected=1
 if [ -e /etc/landwall-demo ] && [ "${got[etc]}" = allowed ]; then rm -f /etc/landwall-demo; fi
 
+if [ "$(git -C "$demo/project" cat-file -p "$blob")" != "the main checkout" ]; then
+    echo "  the repository's object $blob was changed  <-- UNEXPECTED"
+    unexpected=1
+fi
 commit=$(git -C "$demo/project" log -1 --format='%h %s' feature)
 echo
 echo "  the agent's commit is on branch feature: $commit"
