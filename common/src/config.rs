@@ -236,6 +236,11 @@ pub struct Config {
     pub sources: Vec<PathBuf>,
     /// Whether `sources[0]` is the system file (it is absent when no system file exists).
     pub has_system_source: bool,
+    /// `home` as the system file left it: the per-user file may make it strict, which must
+    /// not be what makes that same file read-only (see `plan::build_policy`).
+    pub system_home: HomeMode,
+    /// How many of `deny` came from the system file (the rest are the per-user file's).
+    pub system_deny: usize,
     /// The keys of the per-user file that widen the wall (`writable`, `env_allow`, …): only
     /// honoured when the agent cannot rewrite that file (see `plan::build_policy`).
     pub user_widening: Vec<&'static str>,
@@ -260,6 +265,8 @@ impl Default for Config {
             drain: DrainConfig::default(),
             sources: Vec::new(),
             has_system_source: false,
+            system_home: HomeMode::default(),
+            system_deny: 0,
             user_widening: Vec::new(),
             off_limits: Vec::new(),
         }
@@ -348,6 +355,8 @@ pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
         config.sources.push(paths.system.clone());
         config.has_system_source = true;
     }
+    config.system_home = config.home;
+    config.system_deny = config.deny.len();
     if let Some(user) = &paths.user {
         if let Some(text) = read_optional(user, Trust::Any)? {
             let raw = parse(user, &text)?;
@@ -365,6 +374,8 @@ pub fn from_str(path: &Path, text: &str) -> Result<Config, ConfigError> {
     merge(&mut config, raw, path, text, Origin::System)?;
     config.sources.push(path.to_path_buf());
     config.has_system_source = true;
+    config.system_home = config.home;
+    config.system_deny = config.deny.len();
     Ok(config)
 }
 

@@ -347,7 +347,7 @@ impl Kernel for LiveKernel {
     }
 
     fn note(&mut self, text: &str) {
-        eprintln!("landwall: note: {text}");
+        eprintln!("landwall: note: {}", crate::spool::printable(text));
     }
 
     fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError> {

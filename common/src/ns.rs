@@ -177,6 +177,28 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
     let now = open_real_dir(&q.objects, OFlag::O_PATH)
         .map_err(failed(format!("opening {}", q.objects.display())))?;
     same(&now, &quarantined).map_err(failed(format!("checking {}", q.objects.display())))?;
+
+    // Replace refs (`refs/replace/<id>`) make git show another object under an existing
+    // one's name, everywhere (checkout, archive, a new worktree): as good as rewriting it.
+    // `refs/` must stay writable for branches, so `refs/replace` is made a read-only mount
+    // of itself: the replace refs the user has stay, none can be added or removed. (With
+    // the reftable ref store every ref lives in `reftable/`: docs/escape.md.)
+    let replace = q.common().join("refs/replace");
+    let refs = open_real_dir(&q.common().join("refs"), OFlag::O_RDONLY)
+        .map_err(failed(format!("opening {}", replace.display())))?;
+    match mkdirat(&refs, "replace", Mode::from_bits_truncate(0o777)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(failed(format!("creating {}", replace.display()))(errno(e))),
+    }
+    let dir = open_dir(&refs, Path::new("replace"), OFlag::O_PATH)
+        .map_err(failed(format!("opening {}", replace.display())))?;
+    let before = stat(&dir).map_err(failed(format!("checking {}", replace.display())))?;
+    bind(&dir, &dir).map_err(failed(format!("binding {}", replace.display())))?;
+    let mounted = open_dir(&refs, Path::new("replace"), OFlag::O_PATH)
+        .map_err(failed(format!("opening {}", replace.display())))?;
+    same(&mounted, &before).map_err(failed(format!("checking {}", replace.display())))?;
+    sys::mount_set_readonly(mounted.as_fd())
+        .map_err(failed(format!("making {} read-only", replace.display())))?;
     Ok(())
 }
 

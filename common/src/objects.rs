@@ -57,7 +57,6 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags};
 use nix::sys::stat::{FileStat, Mode};
 use nix::unistd::UnlinkatFlags;
-use sha2::Digest as _;
 
 /// The largest loose object file read (its compressed size). The bytes are held in memory
 /// while they are verified and written; git stores blobs over `core.bigFileThreshold`
@@ -136,31 +135,39 @@ impl Format {
     }
 }
 
-/// A running hash of an object.
+/// A running hash of an object. SHA-1 with the collision detection git uses (sha1dc): a
+/// loose object crafted as half of a collision pair is refused, as git itself refuses it.
 enum Hasher {
-    Sha1(sha1::Sha1),
+    Sha1(Box<sha1_checked::Sha1>),
     Sha256(sha2::Sha256),
 }
 
 impl Hasher {
     fn new(format: Format) -> Hasher {
+        use sha1_checked::Digest;
         match format {
-            Format::Sha1 => Hasher::Sha1(sha1::Sha1::new()),
+            Format::Sha1 => Hasher::Sha1(Box::new(sha1_checked::Sha1::new())),
             Format::Sha256 => Hasher::Sha256(sha2::Sha256::new()),
         }
     }
 
     fn update(&mut self, bytes: &[u8]) {
+        use sha1_checked::Digest;
         match self {
             Hasher::Sha1(h) => h.update(bytes),
             Hasher::Sha256(h) => h.update(bytes),
         }
     }
 
-    fn hex(self) -> String {
+    /// The digest in hex; `None` for a SHA-1 collision attack.
+    fn hex(self) -> Option<String> {
+        use sha1_checked::Digest;
         match self {
-            Hasher::Sha1(h) => hex(&h.finalize()),
-            Hasher::Sha256(h) => hex(&h.finalize()),
+            Hasher::Sha1(h) => {
+                let result = (*h).try_finalize();
+                (!result.has_collision()).then(|| hex(result.hash()))
+            }
+            Hasher::Sha256(h) => Some(hex(&h.finalize())),
         }
     }
 }
@@ -433,7 +440,9 @@ fn verify(compressed: &[u8], id: &str, format: Format) -> Result<(), String> {
     if body != size {
         return Err(format!("{body} bytes, not the {size} its header declares"));
     }
-    let digest = hasher.hex();
+    let Some(digest) = hasher.hex() else {
+        return Err("its content is a SHA-1 collision attack".into());
+    };
     if digest != id {
         return Err(format!("content hashes to {digest}, not to its name"));
     }
@@ -1161,7 +1170,7 @@ mod tests {
         fn id_of(&self, raw: &[u8]) -> String {
             let mut h = Hasher::new(self.format);
             h.update(raw);
-            h.hex()
+            h.hex().expect("no collision")
         }
 
         /// Every file (not directory) under the quarantine.

@@ -101,33 +101,63 @@ pub fn build_policy(
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {
         ensure_state_dirs(agent, home)?;
     }
+    let is_root = nix::unistd::geteuid().is_root();
+    let again = |c: &Config| -> Result<Policy, Error> {
+        Ok(policy::build(Inputs {
+            agent,
+            worktree: wt.clone(),
+            home,
+            real_agent: real,
+            config: c,
+            is_root,
+            link_cache: link_cache.as_ref(),
+        })?)
+    };
     let policy = policy::build_with(
         Inputs {
             agent,
-            worktree: wt,
+            worktree: wt.clone(),
             home,
             real_agent: real,
             config,
-            is_root: nix::unistd::geteuid().is_root(),
+            is_root,
             link_cache: link_cache.as_ref(),
         },
         resolver,
     )?;
-    refuse_agent_written_grants(&policy, config)?;
+    refuse_agent_written_grants(&policy, config, &again)?;
     Ok(policy)
 }
 
 /// The per-user file may widen the wall only if the agent cannot rewrite it: under a
 /// writable home an agent could add `writable = ["/"]` for its next launch. Such a file may
-/// still narrow the wall (`deny`, a higher `min_abi`, `home = "strict"`).
-fn refuse_agent_written_grants(policy: &Policy, config: &Config) -> Result<(), Error> {
+/// still narrow the wall (`deny`, a higher `min_abi`, `home = "strict"`) — but not in the
+/// judgement of whether it could be rewritten: the agent would write `home = "strict"` or a
+/// `deny` of the file itself beside its grants. So that is asked of the policy the launch
+/// would have without the file's narrowing (a second build, only when the file widens).
+fn refuse_agent_written_grants(
+    policy: &Policy,
+    config: &Config,
+    inputs: &dyn Fn(&Config) -> Result<Policy, Error>,
+) -> Result<(), Error> {
     let (Some(user), false) = (config.user_source(), config.user_widening.is_empty()) else {
         return Ok(());
+    };
+    let narrowed = config.home != config.system_home || config.deny.len() > config.system_deny;
+    let unnarrowed;
+    let judge = if narrowed {
+        let mut c = config.clone();
+        c.home = c.system_home;
+        c.deny.truncate(c.system_deny);
+        unnarrowed = inputs(&c)?;
+        &unnarrowed
+    } else {
+        policy
     };
     // Writable itself, or replaceable through its directory.
     let writable = std::iter::once(user)
         .chain(user.parent())
-        .find_map(|p| policy.decide(p).rule.filter(|r| r.access.writes()));
+        .find_map(|p| judge.decide(p).rule.filter(|r| r.access.writes()));
     if let Some(rule) = writable {
         return Err(Error::Policy(policy::PolicyError::AgentWritableConfig {
             path: user.to_path_buf(),
@@ -142,13 +172,40 @@ fn refuse_agent_written_grants(policy: &Policy, config: &Config) -> Result<(), E
 /// read-only (the agent could not create them itself afterwards).
 fn ensure_state_dirs(agent: &str, home: &Path) -> Result<(), Error> {
     for dir in profile::state_dirs(agent) {
-        let path = home.join(dir);
-        std::fs::create_dir_all(&path).map_err(|source| {
+        make_dirs_no_symlinks(home, dir).map_err(|source| {
             Error::Policy(policy::PolicyError::Required {
-                path,
+                path: home.join(dir),
                 reason: format!("{agent}'s state directory under strict home"),
                 source,
             })
+        })?;
+    }
+    Ok(())
+}
+
+/// Creates `home`/`rel` one component at a time, each opened without following a symlink:
+/// `create_dir_all` would follow a link the agent left in the home under the writable home
+/// (`~/.local` → `/etc`) and create directories wherever it points, as the user or root.
+fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // $HOME itself may be a symlink (the policy resolves it); what is below it may not.
+    let mut dir = open(
+        home,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        match mkdirat(&dir, part, Mode::from_bits_truncate(0o777)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        dir = openat(&dir, part, flags, Mode::empty()).map_err(|e| match e {
+            nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => std::io::Error::other(format!(
+                "{part} is a symbolic link or not a directory; under home = \"strict\" it must be a plain directory"
+            )),
+            e => e.into(),
         })?;
     }
     Ok(())

@@ -107,6 +107,24 @@ pub enum PolicyError {
         /// The grant that makes it writable.
         rule: PathBuf,
     },
+    /// An agent's state directory under strict home is a symlink.
+    #[error("{} is a symbolic link (to {}): under home = \"strict\" an agent's state directory is granted only as the plain directory it is (an agent could have made the link under the writable home); replace the link with the directory, or grant its target in the system configuration's `writable`", path.display(), target.display())]
+    StateLink {
+        /// The state directory (or the component of it that is a link).
+        path: PathBuf,
+        /// Where the link points.
+        target: PathBuf,
+    },
+    /// A configured path goes through a symlink inside a writable grant.
+    #[error("the configured path {} goes through a symbolic link (it is {}) where the agent can write ({}), so the agent could point it anywhere before the next launch; name the real path in the configuration, or keep the path out of writable places", path.display(), real.display(), grant.display())]
+    ConfiguredLink {
+        /// The path as configured.
+        path: PathBuf,
+        /// Its real path now.
+        real: PathBuf,
+        /// The writable grant it lies in.
+        grant: PathBuf,
+    },
     /// A git dir named by the worktree's `.git` holds `$HOME` or another grant.
     #[error("refusing the git dir {} named (directly or through commondir) by {}: it holds {what}; a git dir holds one repository's metadata only. Restore the file (`git worktree repair` from the main checkout)", dir.display(), dotgit.display())]
     GitDir {
@@ -178,6 +196,11 @@ pub struct Quarantine {
 }
 
 impl Quarantine {
+    /// The repository's common dir (the store's parent).
+    pub fn common(&self) -> &Path {
+        self.objects.parent().unwrap_or(Path::new("/"))
+    }
+
     /// The quarantine of the linked worktree whose git dir is `git_dir`.
     pub fn of(git_dir: &Path, common: &Path) -> Quarantine {
         Quarantine {
@@ -387,6 +410,8 @@ struct Builder {
     rules: Vec<Rule>,
     resolver: Resolver,
     listings: Listings,
+    /// Configured grants: the path as written and its real path.
+    configured: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Builder {
@@ -464,6 +489,85 @@ impl Builder {
                 source: e,
             }),
         }
+    }
+
+    /// Grants `home`/`rel` (an agent's state directory) read-write if it exists, as the
+    /// plain directories it is made of: a component that is a symlink is refused. The home
+    /// is the agent's to write under the writable home, so it could have made `~/.claude`
+    /// a link to `/etc` (or to `~/.ssh`) for the next launch under the strict one.
+    fn add_state_dir(
+        &mut self,
+        home: &Path,
+        rel: &str,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Result<(), PolicyError> {
+        let mut path = home.to_path_buf();
+        for part in Path::new(rel).components() {
+            path.push(part);
+            match path.symlink_metadata() {
+                Ok(m) if m.file_type().is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(PolicyError::StateLink {
+                        path,
+                        target: std::fs::read_link(home.join(rel)).unwrap_or_default(),
+                    })
+                }
+                // A file, or nothing: no state directory to grant.
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => {
+                    return Err(PolicyError::Required {
+                        path,
+                        reason: reason.into().into_owned(),
+                        source: e,
+                    })
+                }
+            }
+        }
+        self.push(path, true, Access::ReadWrite, reason.into());
+        Ok(())
+    }
+
+    /// Adds a configured grant (`writable`, `read_only`, `devices`), remembering the path as
+    /// written for [`Builder::check_configured`].
+    fn add_configured(
+        &mut self,
+        path: &Path,
+        access: Access,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Result<(), PolicyError> {
+        self.add(path, access, reason)?;
+        if let Some(rule) = self.rules.last() {
+            self.configured
+                .push((path.to_path_buf(), rule.path.clone()));
+        }
+        Ok(())
+    }
+
+    /// A configured path that goes through a symlink where the agent can write is the
+    /// agent's to point anywhere before the next launch (`read_only = ["/tmp/tools"]`,
+    /// swapped for a link to a directory outside): refused. The real path is granted only
+    /// when the path as written is that real path, or lies outside every writable grant.
+    fn check_configured(&self) -> Result<(), PolicyError> {
+        for (written, real) in &self.configured {
+            let plain = lexical_join(Path::new("/"), written);
+            if plain == *real {
+                continue;
+            }
+            let writable = self
+                .rules
+                .iter()
+                .filter(|r| r.access.writes())
+                .find(|r| within(&plain, &r.path) || within(real, &r.path));
+            if let Some(rule) = writable {
+                return Err(PolicyError::ConfiguredLink {
+                    path: written.clone(),
+                    real: real.clone(),
+                    grant: rule.path.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn covers(&self, path: &Path) -> bool {
@@ -707,6 +811,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         rules: Vec::new(),
         resolver,
         listings: Listings::default(),
+        configured: Vec::new(),
     };
     let mut notes = Vec::new();
 
@@ -799,12 +904,15 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
             }
             HomeMode::Strict => {
                 b.add(home, Access::ReadOnly, "$HOME (strict: read-only)")?;
+                let real_home = b.rules.last().map(|r| r.path.clone());
                 for dir in profile::state_dirs(agent) {
-                    b.add_if_present(
-                        &home.join(dir),
-                        Access::ReadWrite,
-                        format!("{agent}'s own state under strict home"),
-                    );
+                    if let Some(real_home) = &real_home {
+                        b.add_state_dir(
+                            real_home,
+                            dir,
+                            format!("{agent}'s own state under strict home"),
+                        )?;
+                    }
                 }
             }
         }
@@ -834,13 +942,13 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     );
     b.prelist(config.paths_for(agent));
     for dev in &config.devices {
-        b.add(dev, Access::Device, "`devices` in the configuration")?;
+        b.add_configured(dev, Access::Device, "`devices` in the configuration")?;
     }
     for p in &config.writable {
-        b.add(p, Access::ReadWrite, "`writable` in the configuration")?;
+        b.add_configured(p, Access::ReadWrite, "`writable` in the configuration")?;
     }
     for p in &agent_config.writable {
-        b.add(
+        b.add_configured(
             p,
             Access::ReadWrite,
             format!("`writable` in [agents.{agent}]"),
@@ -860,10 +968,10 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         }
     }
     for p in &config.read_only {
-        b.add(p, Access::ReadOnly, "`read_only` in the configuration")?;
+        b.add_configured(p, Access::ReadOnly, "`read_only` in the configuration")?;
     }
     for p in &agent_config.read_only {
-        b.add(
+        b.add_configured(
             p,
             Access::ReadOnly,
             format!("`read_only` in [agents.{agent}]"),
@@ -874,6 +982,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     }
 
     check_git_grants(&b.rules, &worktree, home)?;
+    b.check_configured()?;
 
     // Carve the denied paths out of whatever grants them.
     let mut patterns: Vec<DenyPattern> = Vec::new();
@@ -1250,6 +1359,7 @@ mod tests {
             rules: Vec::new(),
             resolver: Resolver::default(),
             listings: Listings::default(),
+            configured: Vec::new(),
         };
         b.add(&granted, Access::ReadOnly, "granted").expect("grant");
         b.follow_links(&scan, None);
@@ -1303,6 +1413,7 @@ mod tests {
             rules: Vec::new(),
             resolver: Resolver::default(),
             listings: Listings::default(),
+            configured: Vec::new(),
         };
         for (path, access) in rules {
             b.push(PathBuf::from(path), true, access, "test".into());

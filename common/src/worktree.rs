@@ -52,6 +52,18 @@ pub enum WorktreeError {
         /// "a linked worktree" or "a submodule".
         what: &'static str,
     },
+    /// Started below the top level of a repository one of whose linked worktree entries
+    /// does not check out: the cwd could be that worktree, with its `.git` gone.
+    #[error(
+        "refusing to widen the wall to the repository at {}: its linked worktree entry {} does not name a worktree that names it back (run `git worktree repair`, or `git worktree prune` for a worktree that is gone, in {}), or start the agent at {}",
+        top.display(), entry.display(), top.display(), top.display()
+    )]
+    BrokenWorktreeEntry {
+        /// The entry, `<common>/worktrees/<id>`.
+        entry: PathBuf,
+        /// The repository the walk would have climbed to.
+        top: PathBuf,
+    },
     /// A `.git` file that does not say where its git dir is.
     #[error("{}: not a valid `.git` file ({why}); repair it with `git worktree repair`", path.display())]
     BadGitFile {
@@ -226,24 +238,37 @@ fn refuse_lost_gitfile(top: &Path, cwd: &Path, git: &GitLayout) -> Result<(), Wo
     };
     if let Some(entries) = common.and_then(|c| std::fs::read_dir(c.join("worktrees")).ok()) {
         for entry in entries.flatten() {
-            let file = entry.path().join("gitdir");
-            let Ok(text) = read_git_file(&file) else {
-                continue;
-            };
-            let Ok(line) = one_line(&text) else {
-                continue;
-            };
-            // `DIR/.git`, absolute or relative to the entry (git 2.48's relative paths).
-            let named = entry.path().join(line);
-            let Some(dir) = named.parent().and_then(|d| std::fs::canonicalize(d).ok()) else {
-                continue;
-            };
-            if between(&dir) {
-                return Err(WorktreeError::LostGitFile {
-                    lost: dir,
-                    top: top.to_path_buf(),
-                    what: "a linked worktree",
-                });
+            let entry = entry.path();
+            // Each linked worktree's entry must check out both ways, as at launch: its
+            // `gitdir` names `DIR/.git`, and that `.git` names the entry back. The agent of
+            // a linked worktree can delete or rewrite its own entry's `gitdir` (its git dir
+            // is writable to it), so an entry that does not check out is no evidence that
+            // the cwd is not that worktree: refuse rather than widen to the whole checkout.
+            match entry_worktree(&entry) {
+                Some(dir) if !between(&dir) => {}
+                Some(dir) => {
+                    return Err(WorktreeError::LostGitFile {
+                        lost: dir,
+                        top: top.to_path_buf(),
+                        what: "a linked worktree",
+                    })
+                }
+                // Say which worktree lost its `.git` when the entry still names it.
+                None => match entry_named_dir(&entry).filter(|d| between(d)) {
+                    Some(dir) => {
+                        return Err(WorktreeError::LostGitFile {
+                            lost: dir,
+                            top: top.to_path_buf(),
+                            what: "a linked worktree",
+                        })
+                    }
+                    None => {
+                        return Err(WorktreeError::BrokenWorktreeEntry {
+                            entry,
+                            top: top.to_path_buf(),
+                        })
+                    }
+                },
             }
         }
     }
@@ -268,6 +293,26 @@ fn refuse_lost_gitfile(top: &Path, cwd: &Path, git: &GitLayout) -> Result<(), Wo
         }
     }
     Ok(())
+}
+
+/// The worktree a linked worktree's entry (`<common>/worktrees/<id>`) belongs to, if the
+/// entry checks out both ways: its `gitdir` names `DIR/.git` (absolute, or relative to the
+/// entry as git 2.48 writes it), and `DIR/.git` is a file that names the entry back.
+/// `None` otherwise (a stale entry, whose worktree was deleted, included).
+fn entry_worktree(entry: &Path) -> Option<PathBuf> {
+    let dir = entry_named_dir(entry)?;
+    let dotgit = read_git_file(&dir.join(".git")).ok()?;
+    let back = gitfile_target(&dotgit).ok()?;
+    let back = std::fs::canonicalize(dir.join(back)).ok()?;
+    let entry = std::fs::canonicalize(entry).ok()?;
+    (back == entry).then_some(dir)
+}
+
+/// The directory an entry's `gitdir` names (`DIR` of `DIR/.git`), resolved.
+fn entry_named_dir(entry: &Path) -> Option<PathBuf> {
+    let text = read_git_file(&entry.join("gitdir")).ok()?;
+    let line = one_line(&text).ok()?;
+    std::fs::canonicalize(entry.join(line).parent()?).ok()
 }
 
 /// How deep superprojects of submodules are followed (a submodule of a submodule …).
@@ -806,9 +851,37 @@ mod tests {
                 other => panic!("not refused: {other:?}"),
             }
         }
-        // Started at the top, or in a directory that is no worktree: the checkout itself.
+        // Started at the top: the checkout itself.
         assert!(discover(&s.0.join("main"), None).is_ok());
+        // The agent also deletes, or points elsewhere, its entry's `gitdir` (its own git
+        // dir is writable to it): an entry that does not check out refuses any climb.
         fs::create_dir_all(s.0.join("main/docs")).expect("mkdir");
+        for gitdir in [None, Some("/elsewhere/.git\n")] {
+            let file = s.0.join("main/.git/worktrees/n/gitdir");
+            match gitdir {
+                None => fs::remove_file(&file).expect("rm"),
+                Some(text) => fs::write(&file, text).expect("write"),
+            }
+            for start in [nested.clone(), s.0.join("main/docs")] {
+                assert!(
+                    matches!(
+                        discover(&start, None),
+                        Err(WorktreeError::BrokenWorktreeEntry { .. })
+                    ),
+                    "{gitdir:?} {}",
+                    start.display()
+                );
+            }
+        }
+        // Repaired (the entry and the worktree name each other): a directory that is no
+        // worktree gets the checkout.
+        fs::write(
+            s.0.join("main/.git/worktrees/n/gitdir"),
+            format!("{}\n", nested.join(".git").display()),
+        )
+        .expect("write");
+        fs::write(nested.join(".git"), "gitdir: ../../../.git/worktrees/n\n").expect("write");
+        fs::write(s.0.join("main/.git/worktrees/n/commondir"), "../..\n").expect("write");
         assert_eq!(
             discover(&s.0.join("main/docs"), None).expect("ok").root,
             s.0.join("main")

@@ -380,7 +380,7 @@ fn policy(
         serde_json::to_string_pretty(&out).map_err(|e| Error::Output(std::io::Error::other(e)))?
             + "\n"
     } else {
-        render_policy(&out)
+        printable_lines(&render_policy(&out))
     };
     write_stdout(&text)
 }
@@ -473,7 +473,7 @@ fn check(
         };
         out.push_str(&line);
     }
-    write_stdout(&out)
+    write_stdout(&printable_lines(&out))
 }
 
 fn run(
@@ -508,6 +508,21 @@ fn run(
         &policy,
         &exec,
     ))
+}
+
+/// `text` with control characters escaped line by line (paths in it may be names an agent
+/// chose, such as a forged git dir's, holding terminal escapes).
+pub(crate) fn printable_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        out.push_str(&landwall::spool::printable(body));
+        out.push_str(nl);
+    }
+    out
 }
 
 fn write_stdout(text: &str) -> Result<(), Error> {

@@ -114,7 +114,7 @@ pub fn run(vars: &plan::Vars) -> i32 {
 
     let mut stdout = std::io::stdout().lock();
     if stdout
-        .write_all(out.as_bytes())
+        .write_all(crate::cli::printable_lines(&out).as_bytes())
         .and_then(|()| stdout.flush())
         .is_err()
     {

@@ -1607,16 +1607,28 @@ root_and_user!(escape_commondir_elsewhere, escape_commondir_elsewhere_unprivileg
 /// A linked worktree nested in the main checkout (Claude Code's `.claude/worktrees/NAME`)
 /// deletes its `.git`: the next launch must not climb to the checkout and grant its hooks.
 fn nested_lost_gitfile(who: Who) {
-    let scene = Scene::new("esc-nested", who);
-    let (main, nested) = scene_linked(&scene, "main/.claude/worktrees/n");
-    plant(&scene, &nested, "rm .git");
-    let hook = main.join(".git/hooks/post-checkout");
-    let attempt = scene.attempt("write", &[&hook]);
-    let err = assert_next_launch_refused(&scene, &nested, &attempt);
-    assert!(err.contains("git worktree repair"), "{err}");
-    assert!(!hook.exists(), "a hook was planted");
-    let out = output(scene.control(&attempt).current_dir(&nested));
-    assert_escaped("control", &out);
+    // Its `.git` alone; then, as a review found, its entry's back link too (the entry is in
+    // its own, writable, git dir), or the back link pointed elsewhere.
+    for also in [
+        "",
+        "rm \"$G/gitdir\"",
+        "echo /elsewhere/.git > \"$G/gitdir\"",
+    ] {
+        let scene = Scene::new("esc-nested", who);
+        let (main, nested) = scene_linked(&scene, "main/.claude/worktrees/n");
+        plant(
+            &scene,
+            &nested,
+            &format!("set -e; G=$(sed 's/^gitdir: //' .git); rm .git; {also}"),
+        );
+        let hook = main.join(".git/hooks/post-checkout");
+        let attempt = scene.attempt("write", &[&hook]);
+        let err = assert_next_launch_refused(&scene, &nested, &attempt);
+        assert!(err.contains("git worktree repair"), "{also}: {err}");
+        assert!(!hook.exists(), "a hook was planted");
+        let out = output(scene.control(&attempt).current_dir(&nested));
+        assert_escaped("control", &out);
+    }
 }
 root_and_user!(escape_nested_worktree_lost_git_file, escape_nested_worktree_lost_git_file_unprivileged => nested_lost_gitfile);
 
@@ -1835,16 +1847,34 @@ root_and_user!(linked_worktree_commits_reach_the_repository, linked_worktree_com
 /// Under the writable home, the agent writes the per-user configuration to grant itself a
 /// directory outside at its next launch.
 fn user_config_widens(who: Who) {
+    // As is, and (found by review) beside a key that narrows the wall so that the file
+    // itself is out of the agent's reach at the next launch: home = "strict", or a deny of
+    // the file's own directory.
+    for extra in ["", "home = \"strict\"\n", "deny = [\"DIR\"]\n"] {
+        user_config_widens_with(who, extra);
+    }
+}
+
+fn user_config_widens_with(who: Who, extra: &str) {
     let scene = Scene::new("esc-usercfg", who);
     let target = scene.sb.outside().join(format!("planted-{}", tag(&scene)));
     let dir = scene.sb.home().join(".config/landwall");
+    // What the agent writes, prepared where it can read it (the real agent's directory).
+    let text = format!(
+        "{}writable = [\"{}\"]\n",
+        extra.replace("DIR", &dir.display().to_string()),
+        scene.sb.outside().display()
+    );
+    let draft = scene.sb.agents().join("usercfg.toml");
+    std::fs::write(&draft, text).expect("write");
+    std::fs::set_permissions(&draft, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     plant(
         &scene,
         &scene.sb.wt(),
         &format!(
-            "mkdir -p '{d}' && printf 'writable = [\"%s\"]\\n' '{o}' > '{d}/landwall.toml'",
+            "mkdir -p '{d}' && cp '{draft}' '{d}/landwall.toml'",
             d = dir.display(),
-            o = scene.sb.outside().display()
+            draft = draft.display()
         ),
     );
     let attempt = scene.attempt("write", &[&target]);
@@ -2115,3 +2145,152 @@ fn forged_common_symlink(who: Who) {
     }
 }
 root_and_user!(escape_forged_common_dir_symlink, escape_forged_common_dir_symlink_unprivileged => forged_common_symlink);
+
+/// Found by review: under the writable home the agent makes `~/.claude` a symlink to a
+/// directory outside and sets `home = "strict"` in the per-user file (a key that narrows);
+/// the next launch, under strict home, would grant the agent's state directory read-write.
+fn state_dir_link(who: Who) {
+    let scene = Scene::new("esc-statelink", who);
+    let outside = scene.sb.outside();
+    let dir = scene.sb.home().join(".config/landwall");
+    plant(
+        &scene,
+        &scene.sb.wt(),
+        &format!(
+            "set -e; ln -s '{o}' \"$HOME/.claude\"; mkdir -p '{d}'; echo 'home = \"strict\"' > '{d}/landwall.toml'",
+            o = outside.display(),
+            d = dir.display()
+        ),
+    );
+    let target = outside.join("planted-state");
+    let attempt = scene.attempt("write", &[&scene.sb.home().join(".claude/planted-state")]);
+    let err = assert_next_launch_refused(&scene, &scene.sb.wt(), &attempt);
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!target.exists());
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_state_dir_symlink_under_strict_home, escape_state_dir_symlink_under_strict_home_unprivileged => state_dir_link);
+
+/// Found by review: a configured `read_only` path in a place the agent can write (here its
+/// worktree), swapped for a symlink to a directory outside before the next launch.
+fn configured_path_link(who: Who) {
+    let scene = Scene::new("esc-cfglink", who);
+    let tools = scene.sb.wt().join("tools");
+    std::fs::create_dir_all(&tools).expect("mkdir");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&tools, uid, gid);
+    }
+    let cfg = scene
+        .sb
+        .config(&format!("read_only = [\"{}\"]\n", tools.display()));
+    let out = output(
+        scene
+            .walled(&[
+                os("/bin/sh"),
+                os("-c"),
+                os(format!(
+                    "rmdir '{t}' && ln -s '{o}' '{t}'",
+                    t = tools.display(),
+                    o = scene.sb.outside().display()
+                )),
+            ])
+            .env("LANDWALL_CONFIG", &cfg),
+    );
+    assert!(out.status.success(), "planting: {}", describe(&out));
+    std::fs::remove_file(scene.sb.wt().join("marker")).expect("planting ran");
+    let attempt = scene.attempt("read", &[&scene.sb.outside().join("secret")]);
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &cfg));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!scene.sb.ran_in(&scene.sb.wt()), "{}", describe(&out));
+    assert!(stderr(&out).contains("symbolic link"), "{}", describe(&out));
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_configured_path_swapped_for_a_link, escape_configured_path_swapped_for_a_link_unprivileged => configured_path_link);
+
+/// Found by review: `git replace` from the linked worktree makes every git command in the
+/// main checkout show other content under README's blob's name.
+fn replace_ref(who: Who) {
+    let scene = Scene::new("esc-replace", who);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let (id, _) = readme_object(&scene, &main);
+    let script =
+        format!("evil=$(echo poisoned | git hash-object -w --stdin) && git replace {id} \"$evil\"");
+    let out = output(
+        scene
+            .walled(&[os("/bin/sh"), os("-c"), os(&script)])
+            .current_dir(&linked),
+    );
+    assert!(scene.sb.ran_in(&linked), "{}", describe(&out));
+    assert!(
+        !out.status.success(),
+        "git replace worked: {}",
+        describe(&out)
+    );
+    let show = git_root(&scene.sb, &main, &["cat-file", "-p", "HEAD:README"]);
+    assert_eq!(stdout(&show), "main\n");
+    // The control: the same commands outside the wall poison what git shows.
+    let mut control = scene.cmd("/bin/sh");
+    control.args(["-c", &script]).current_dir(&linked);
+    let out = output(&mut control);
+    assert!(out.status.success(), "{}", describe(&out));
+    let show = git_root(&scene.sb, &main, &["cat-file", "-p", "HEAD:README"]);
+    assert_eq!(
+        stdout(&show),
+        "poisoned\n",
+        "the control's replace did not take"
+    );
+}
+root_and_user!(escape_git_replace_from_linked_worktree, escape_git_replace_from_linked_worktree_unprivileged => replace_ref);
+
+/// Found by review: a forged common dir whose name holds terminal escapes passes the layout
+/// check; `landwall policy`, `check` and `doctor` print paths: none of them raw.
+#[test]
+fn escape_terminal_sequences_in_git_dir_names_are_not_printed_raw() {
+    let scene = Scene::new("esc-gitname", Who::Root);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let g = main.join(".git/worktrees/linked");
+    plant(
+        &scene,
+        &linked,
+        &format!(
+            "set -e; F=\"{g}/fake$(printf '\\033]0;PWNED\\007\\033[2J')\"; \
+             mkdir -p \"$F/worktrees/x\" \"$F/objects\" \"$F/refs\"; echo ../.. > \"$F/worktrees/x/commondir\"; \
+             echo \"$PWD/.git\" > \"$F/worktrees/x/gitdir\"; printf 'gitdir: %s\\n' \"$F/worktrees/x\" > .git",
+            g = g.display()
+        ),
+    );
+    let inside = format!(
+        "{}/x",
+        read(&linked.join(".git"))
+            .trim_end()
+            .trim_start_matches("gitdir: ")
+    );
+    for args in [&["policy"][..], &["check", &inside], &["doctor"]] {
+        let mut c = scene.cmd(landwall_e2e::landwall());
+        c.args(args).current_dir(&linked);
+        let out = output(&mut c);
+        assert!(
+            stdout(&out).contains("fake"),
+            "{args:?}: {}",
+            describe(&out)
+        );
+        assert!(
+            !out.stdout.contains(&0x1b) && !out.stdout.contains(&0x07),
+            "{args:?} printed raw escapes: {}",
+            describe(&out)
+        );
+    }
+    // The control: the name on disk holds the raw bytes.
+    let names: Vec<Vec<u8>> = std::fs::read_dir(&g)
+        .expect("read")
+        .flatten()
+        .map(|e| e.file_name().as_encoded_bytes().to_vec())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.contains(&0x1b)),
+        "no raw name was made"
+    );
+}
