@@ -521,6 +521,21 @@ pub fn spawn_detached(body: impl FnOnce() -> i32) -> io::Result<libc::pid_t> {
 
 /// Waits for the child [`spawn_detached`] returned; `Ok` if it forked the grandchild.
 pub fn reap_detacher(child: libc::pid_t) -> io::Result<()> {
+    match wait_child(child) {
+        Ok(Some(0)) => Ok(()),
+        // SIGCHLD ignored by whoever started us: the kernel reaped the child itself, and
+        // its status is gone.
+        Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Ok(()),
+        Err(e) => Err(e),
+        Ok(_) => Err(io::Error::other(
+            "the detached child could not start its own child",
+        )),
+    }
+}
+
+/// Waits for `child` (retried on EINTR): its exit status, or 128 + the signal that ended
+/// it (`None` only for a status that is neither, which waitpid without flags never gives).
+fn wait_child(child: libc::pid_t) -> io::Result<Option<i32>> {
     let mut status: libc::c_int = 0;
     loop {
         // SAFETY: waitpid writes one int, borrowed mutably for the call.
@@ -529,21 +544,17 @@ pub fn reap_detacher(child: libc::pid_t) -> io::Result<()> {
             break;
         }
         let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            // SIGCHLD ignored by whoever started us: the kernel reaped the child itself,
-            // and its status is gone.
-            Some(libc::ECHILD) => return Ok(()),
-            _ => return Err(e),
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
         }
     }
-    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-        Ok(())
+    Ok(if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        Some(128 + libc::WTERMSIG(status))
     } else {
-        Err(io::Error::other(
-            "the detached child could not start its own child",
-        ))
-    }
+        None
+    })
 }
 
 /// `unshare(2)` with `flags` (`CLONE_NEWNS`, `CLONE_NEWUSER`).
@@ -626,23 +637,7 @@ pub fn in_child(body: impl FnOnce() -> i32) -> io::Result<i32> {
         // SAFETY: _exit ends the child without running the parent's exit handlers.
         unsafe { libc::_exit(code) }
     }
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: waitpid writes one int, borrowed mutably for the call.
-        let rc = unsafe { libc::waitpid(child, &mut status, 0) };
-        if rc == child {
-            break;
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
-    if libc::WIFEXITED(status) {
-        Ok(libc::WEXITSTATUS(status))
-    } else {
-        Ok(128 + libc::WTERMSIG(status))
-    }
+    wait_child(child)?.ok_or_else(|| io::Error::other("the child neither exited nor was killed"))
 }
 
 /// `struct open_how` from `<linux/openat2.h>` (libc's is non-exhaustive).

@@ -1482,6 +1482,22 @@ fn assert_next_launch_refused(scene: &Scene, dir: &Path, attempt: &[OsString]) -
     err
 }
 
+/// The next launch in `dir` is refused, with `needle` in its one line, `target` is not
+/// there, and the attempt reaches it outside the wall.
+fn refused_then_control(
+    scene: &Scene,
+    dir: &Path,
+    attempt: &[OsString],
+    needle: &str,
+    target: &Path,
+) {
+    let err = assert_next_launch_refused(scene, dir, attempt);
+    assert!(err.contains(needle), "{err}");
+    assert!(!target.exists(), "{} was written", target.display());
+    let out = output(scene.control(attempt).current_dir(dir));
+    assert_escaped("control", &out);
+}
+
 /// Plants `gitdir: TARGET` (as the agent) in the linked worktree's `.git`; the next launch
 /// must not grant TARGET: a write in it is refused, and outside the wall it works.
 fn gitdir_elsewhere(who: Who, target: impl FnOnce(&Scene) -> PathBuf, cfg: Option<&str>) {
@@ -1570,12 +1586,9 @@ fn gitdir_stealth(who: Who) {
             real.display()
         ),
     );
-    let attempt = scene.attempt("write", &[&target.join("planted")]);
-    let err = assert_next_launch_refused(&scene, &linked, &attempt);
-    assert!(err.contains("more than one line"), "{err}");
-    assert!(!target.join("planted").exists());
-    let out = output(scene.control(&attempt).current_dir(&linked));
-    assert_escaped("control", &out);
+    let planted = target.join("planted");
+    let attempt = scene.attempt("write", &[&planted]);
+    refused_then_control(&scene, &linked, &attempt, "more than one line", &planted);
 }
 root_and_user!(escape_gitdir_stealth_second_line, escape_gitdir_stealth_second_line_unprivileged => gitdir_stealth);
 
@@ -1595,12 +1608,9 @@ fn commondir_elsewhere(who: Who) {
         ),
     );
     assert_eq!(read(&commondir), format!("{}\n", target.display()));
-    let attempt = scene.attempt("write", &[&target.join("refs")]);
-    let err = assert_next_launch_refused(&scene, &linked, &attempt);
-    assert!(err.contains("commondir"), "{err}");
-    assert!(!target.join("refs").exists());
-    let out = output(scene.control(&attempt).current_dir(&linked));
-    assert_escaped("control", &out);
+    let planted = target.join("refs");
+    let attempt = scene.attempt("write", &[&planted]);
+    refused_then_control(&scene, &linked, &attempt, "commondir", &planted);
 }
 root_and_user!(escape_commondir_elsewhere, escape_commondir_elsewhere_unprivileged => commondir_elsewhere);
 
@@ -1623,11 +1633,7 @@ fn nested_lost_gitfile(who: Who) {
         );
         let hook = main.join(".git/hooks/post-checkout");
         let attempt = scene.attempt("write", &[&hook]);
-        let err = assert_next_launch_refused(&scene, &nested, &attempt);
-        assert!(err.contains("git worktree repair"), "{also}: {err}");
-        assert!(!hook.exists(), "a hook was planted");
-        let out = output(scene.control(&attempt).current_dir(&nested));
-        assert_escaped("control", &out);
+        refused_then_control(&scene, &nested, &attempt, "git worktree repair", &hook);
     }
 }
 root_and_user!(escape_nested_worktree_lost_git_file, escape_nested_worktree_lost_git_file_unprivileged => nested_lost_gitfile);
@@ -2137,11 +2143,7 @@ fn forged_common_symlink(who: Who) {
         );
         let target = outside.join(format!("planted-{sub}"));
         let attempt = scene.attempt("write", &[&target]);
-        let err = assert_next_launch_refused(&scene, &linked, &attempt);
-        assert!(err.contains("symbolic link"), "{err}");
-        assert!(!target.exists());
-        let out = output(scene.control(&attempt).current_dir(&linked));
-        assert_escaped("control", &out);
+        refused_then_control(&scene, &linked, &attempt, "symbolic link", &target);
     }
 }
 root_and_user!(escape_forged_common_dir_symlink, escape_forged_common_dir_symlink_unprivileged => forged_common_symlink);

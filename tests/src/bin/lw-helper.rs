@@ -84,23 +84,16 @@ fn no_new_namespaces(errno: i32) {
     let rule = seccompiler::SeccompRule::new(vec![cond]).expect("rule");
     let mut rules = BTreeMap::new();
     rules.insert(libc::SYS_unshare, vec![rule]);
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(errno as u32),
-        TargetArch::x86_64,
-    )
-    .expect("filter");
-    let prog: seccompiler::BpfProgram = filter.try_into().expect("compile");
-    seccompiler::apply_filter(&prog).expect("apply seccomp filter");
+    apply(rules, errno);
 }
 
 /// A seccomp filter answering `errno` to the system calls `nrs`.
 fn refuse(nrs: &[i64], errno: i32) {
-    let mut rules = BTreeMap::new();
-    for &nr in nrs {
-        rules.insert(nr, vec![]);
-    }
+    apply(nrs.iter().map(|&nr| (nr, vec![])).collect(), errno);
+}
+
+/// Installs a filter answering `errno` where `rules` match, allowing the rest.
+fn apply(rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>>, errno: i32) {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
