@@ -117,14 +117,26 @@ const LOG_NEW_EXEC_ON: u32 = 1 << 1;
 /// handled set, directory rights on a file), so a ruleset that was created, filled and
 /// applied without an error is fully enforced — there is no best-effort mode to fall into.
 pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
+    restrict_with(&policy.rules, policy.min_abi, &policy.network)
+}
+
+/// [`restrict`] with these rules and no network rules (the quarantine watcher's own wall).
+pub fn restrict_rules(rules: &[crate::policy::Rule], min_abi: u32) -> Result<Enforced, WallError> {
+    restrict_with(rules, min_abi, &crate::config::Network::default())
+}
+
+fn restrict_with(
+    rules: &[crate::policy::Rule],
+    min_abi: u32,
+    net: &crate::config::Network,
+) -> Result<Enforced, WallError> {
     let have = kernel_abi()?;
-    if have < policy.min_abi {
+    if have < min_abi {
         return Err(WallError::AbiTooLow {
             have,
-            need: policy.min_abi,
+            need: min_abi,
         });
     }
-    let net = &policy.network;
     if net.is_restricted() && have < 4 {
         return Err(WallError::NetworkUnsupported { have });
     }
@@ -164,7 +176,7 @@ pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
     let mut parents: Vec<(&Path, OwnedFd)> = Vec::new();
     // The other rules' descriptors, closed in batches (see `close_batch`).
     let mut opened: Vec<OwnedFd> = Vec::with_capacity(CLOSE_BATCH);
-    for rule in &policy.rules {
+    for rule in rules {
         let fd = open_path(&rule.path, &parents).map_err(|source| WallError::Open {
             path: rule.path.clone(),
             source,

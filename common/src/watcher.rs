@@ -6,7 +6,8 @@
 //! so no program of the agent waits for it or sees it), it holds none of the agent's
 //! descriptors but a pidfd of the agent's process and the caller's standard output and
 //! error (see [`detach`]), it drops its capabilities and sets no_new_privs first thing, it stays outside the
-//! agent's mount namespace (it is forked before it), and everything it reads from the quarantine is checked by
+//! agent's mount namespace (it is forked before it), it walls itself in to the object store
+//! and what git needs ([`wall_self`]) before it reads anything, and everything it reads from the quarantine is checked by
 //! [`crate::objects::migrate`] before anything enters the repository. The agent cannot
 //! ptrace it (Landlock forbids tracing a process outside the domain) and, from ABI 6, cannot
 //! signal it; below ABI 6, killing it leaves the objects in the quarantine for the next
@@ -57,6 +58,13 @@ fn watch(pidfd: &OwnedFd, q: &Quarantine) -> i32 {
         log::debug!("quarantine watcher: {e}");
         return 1;
     }
+    // Its own wall: it parses what the agent wrote (zlib streams, packs through git), so a
+    // flaw there must not reach beyond the object store. Without it, it does nothing: the
+    // objects wait in the quarantine for a watcher that can wall itself.
+    if let Err(e) = wall_self(q) {
+        log::debug!("quarantine watcher: its own wall: {e}");
+        return 1;
+    }
     let Some(git) = GIT_CANDIDATES.iter().map(Path::new).find(|p| p.is_file()) else {
         // Loose objects need no git; packs wait for a machine that has one.
         return migrate(q, Path::new("/nonexistent/git"), pidfd);
@@ -90,6 +98,50 @@ fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
     }
     once("after the agent", true);
     0
+}
+
+/// The watcher's own Landlock wall: the quarantine and the real store read-write; what git
+/// needs to run (the system's programs and libraries, `/etc`, `/proc` for the store's
+/// descriptor path it is given) read-only; `/dev/null`. Nothing of the worktree, `$HOME` or
+/// `/tmp`. Fully enforced at the ABI the launch requires, or an error.
+pub fn wall_self(q: &Quarantine) -> Result<(), crate::wall::WallError> {
+    use crate::policy::{Access, Rule};
+    let mut rules = Vec::new();
+    // Real paths already: opened without following any symlink.
+    for path in [&q.dir, &q.objects] {
+        if path.is_dir() {
+            rules.push(Rule {
+                path: path.clone(),
+                access: Access::ReadWrite,
+                is_dir: true,
+                reason: "the object quarantine's watcher".into(),
+            });
+        }
+    }
+    for (path, access, is_dir) in [
+        ("/dev/null", Access::ReadWrite, false),
+        ("/usr", Access::ReadOnly, true),
+        ("/etc", Access::ReadOnly, true),
+        ("/proc", Access::ReadOnly, true),
+        ("/bin", Access::ReadOnly, true),
+        ("/sbin", Access::ReadOnly, true),
+        ("/lib", Access::ReadOnly, true),
+        ("/lib32", Access::ReadOnly, true),
+        ("/lib64", Access::ReadOnly, true),
+        ("/libx32", Access::ReadOnly, true),
+    ] {
+        // A merged-/usr link (`/bin` → `usr/bin`) is covered by `/usr` itself.
+        let plain = std::fs::symlink_metadata(path).is_ok_and(|m| !m.file_type().is_symlink());
+        if plain {
+            rules.push(Rule {
+                path: path.into(),
+                access,
+                is_dir,
+                reason: "what git needs".into(),
+            });
+        }
+    }
+    crate::wall::restrict_rules(&rules, crate::config::DEFAULT_MIN_ABI).map(drop)
 }
 
 /// Standard input onto /dev/null, every descriptor above 2 but `keep` closed, cwd `/`.

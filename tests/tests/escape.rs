@@ -2296,3 +2296,38 @@ fn escape_terminal_sequences_in_git_dir_names_are_not_printed_raw() {
         "no raw name was made"
     );
 }
+
+/// The quarantine watcher parses what the agent wrote (zlib, packs through git): it runs
+/// behind a wall of its own that lets it write the object store and its quarantine, run
+/// git, and nothing else. The control runs the same writes without that wall.
+#[test]
+fn the_quarantine_watcher_is_walled_to_the_object_store() {
+    let scene = Scene::new("esc-watcherwall", Who::Root);
+    let (main, linked) = scene_linked(&scene, "linked");
+    let g = main.join(".git/worktrees/linked");
+    std::fs::create_dir_all(g.join("landwall-objects")).expect("mkdir");
+    let planted = scene.sb.outside().join("planted-by-watcher");
+    let script = format!(
+        "echo x > '{o}/probe' && echo x > '{q}/probe' && git --version >/dev/null && echo store-ok; \
+         echo x > '{p}' 2>/dev/null && echo planted; cat '{r}' 2>/dev/null && echo read-main; \
+         echo x > '{l}/planted' 2>/dev/null && echo wrote-worktree",
+        o = main.join(".git/objects").display(),
+        q = g.join("landwall-objects").display(),
+        p = planted.display(),
+        r = main.join("README").display(),
+        l = linked.display()
+    );
+    let mut walled = Command::new(landwall_e2e::helper());
+    walled
+        .arg("watcher-wall")
+        .arg(&g)
+        .arg(main.join(".git"))
+        .args(["--", "/bin/sh", "-c", &script]);
+    let out = output(&mut walled);
+    assert_eq!(stdout(&out), "store-ok\n", "{}", describe(&out));
+    assert!(!planted.exists() && !linked.join("planted").exists());
+    let mut control = Command::new("/bin/sh");
+    control.args(["-c", &script]);
+    let out = output(&mut control);
+    assert!(stdout(&out).contains("planted"), "{}", describe(&out));
+}

@@ -8,6 +8,8 @@
 //!   mount namespace, as where a security module or a container refuses one, then exec CMD;
 //!   `lw-helper nsfull -- CMD…` answers ENOSPC instead, as when the namespace limit is
 //!   reached.
+//! - `lw-helper watcher-wall GIT_DIR COMMON -- CMD…`: put up the quarantine watcher's own
+//!   wall for the linked worktree whose git dir and common dir these are, then exec CMD.
 //! - `lw-helper write PATH`, `read PATH`, `rename FROM TO`, `mkdir PATH`: do it; exit 0 on
 //!   success or with the errno (EACCES = 13) on failure.
 //! - installed as `<agent>-real` (a copy of it): write this process's argv, NUL-separated,
@@ -133,6 +135,17 @@ fn main() {
         "nounshare" => {
             no_new_namespaces(libc::EPERM);
             exec_rest(&args[2..]);
+        }
+        "watcher-wall" => {
+            let q = landwall::policy::Quarantine::of(
+                std::path::Path::new(&arg(2)),
+                std::path::Path::new(&arg(3)),
+            );
+            if let Err(e) = landwall::watcher::wall_self(&q) {
+                eprintln!("lw-helper: watcher-wall: {e}");
+                exit(3);
+            }
+            exec_rest(&args[4..]);
         }
         "nsfull" => {
             no_new_namespaces(libc::ENOSPC);
