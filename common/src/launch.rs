@@ -80,8 +80,9 @@ pub trait Kernel {
     fn set_no_new_privs(&mut self) -> io::Result<()>;
     /// Number of threads in this process.
     fn thread_count(&mut self) -> io::Result<usize>;
-    /// Starts the linked worktree's quarantine watcher (outside the wall that follows).
-    fn watch(&mut self, quarantine: &Quarantine) -> io::Result<()>;
+    /// Starts the linked worktree's quarantine watcher (outside the wall that follows; it
+    /// walls itself in at `min_abi`, the launch's own minimum).
+    fn watch(&mut self, quarantine: &Quarantine, min_abi: u32) -> io::Result<()>;
     /// Enters the private mount namespace in which the quarantine is the object store.
     fn private_namespace(&mut self, quarantine: &Quarantine) -> Result<(), NsError>;
     /// Says, on stderr, what the launch goes on without.
@@ -123,7 +124,7 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
         Err(e) => return Error::Threads(None, Some(e)),
     }
     if let Some(q) = &policy.quarantine {
-        if let Err(e) = kernel.watch(q) {
+        if let Err(e) = kernel.watch(q, policy.min_abi) {
             return Error::Watcher(e);
         }
         match kernel.private_namespace(q) {
@@ -337,8 +338,8 @@ impl Kernel for LiveKernel {
         }
     }
 
-    fn watch(&mut self, quarantine: &Quarantine) -> io::Result<()> {
-        self.detacher = Some(crate::watcher::start(quarantine)?);
+    fn watch(&mut self, quarantine: &Quarantine, min_abi: u32) -> io::Result<()> {
+        self.detacher = Some(crate::watcher::start(quarantine, min_abi)?);
         Ok(())
     }
 
@@ -439,7 +440,7 @@ mod tests {
             self.step("threads");
             Ok(self.threads)
         }
-        fn watch(&mut self, _: &Quarantine) -> io::Result<()> {
+        fn watch(&mut self, _: &Quarantine, _: u32) -> io::Result<()> {
             if self.step("watch") {
                 return Err(io::Error::other("watch"));
             }

@@ -28,22 +28,38 @@ const PERIOD_MS: libc::c_int = 200;
 /// Where the watcher looks for git (for packs) with its own, fixed PATH: never the agent's.
 const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
 
-/// Steps, in order: take a pidfd of this process (the agent after exec); start the
-/// detached watcher. (The quarantine itself is made, and checked to be a directory, by
-/// [`crate::ns::enter`]; the watcher opens it without following a link.) Returns the pid of the short-lived child in between, for
+/// Steps, in order: make the quarantine if it is missing (the watcher's wall names it);
+/// take a pidfd of this process (the agent after exec); start the detached watcher. (The
+/// quarantine is checked to be a directory by [`crate::ns::enter`]; the watcher opens it
+/// without following a link.) Returns the pid of the short-lived child in between, for
 /// [`sys::reap_detacher`] before exec. Returns once the watcher runs; it moves what an earlier launch left behind at
 /// once, then what the agent writes every [`PERIOD_MS`] while it runs, and the rest when it
 /// exits.
-pub fn start(q: &Quarantine) -> io::Result<libc::pid_t> {
+pub fn start(q: &Quarantine, min_abi: u32) -> io::Result<libc::pid_t> {
+    // The watcher's wall names the quarantine, so it must exist before the watcher starts
+    // (the namespace step, which also makes it, comes after). Made in the worktree's git
+    // dir, opened with no symlink on the way; an existing one is left as it is.
+    let git_dir = std::ffi::CString::new(q.git_dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let git_dir = sys::open_no_symlinks(None, &git_dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    match nix::sys::stat::mkdirat(
+        &git_dir,
+        crate::policy::QUARANTINE_DIR,
+        nix::sys::stat::Mode::from_bits_truncate(0o777),
+    ) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    drop(git_dir);
     let pidfd = sys::pidfd_self()?;
-    let watch = || watch(&pidfd, q);
+    let watch = || watch(&pidfd, q, min_abi);
     sys::spawn_detached(watch)
 }
 
 /// The watcher's life: detach from everything of the agent's, move leftovers, wait for the
 /// agent's exit, move what it wrote. Its exit status is seen by no one (the launch has
 /// exec'd by then); failures are logged at debug level and the objects stay where they are.
-fn watch(pidfd: &OwnedFd, q: &Quarantine) -> i32 {
+fn watch(pidfd: &OwnedFd, q: &Quarantine, min_abi: u32) -> i32 {
     // Forked before the launch drops its capabilities: the watcher drops its own, and can
     // gain none by exec (it execs only git, for packs).
     if let Err(e) = crate::caps::drop_all() {
@@ -61,7 +77,7 @@ fn watch(pidfd: &OwnedFd, q: &Quarantine) -> i32 {
     // Its own wall: it parses what the agent wrote (zlib streams, packs through git), so a
     // flaw there must not reach beyond the object store. Without it, it does nothing: the
     // objects wait in the quarantine for a watcher that can wall itself.
-    if let Err(e) = wall_self(q) {
+    if let Err(e) = wall_self(q, min_abi) {
         log::debug!("quarantine watcher: its own wall: {e}");
         return 1;
     }
@@ -103,8 +119,8 @@ fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
 /// The watcher's own Landlock wall: the quarantine and the real store read-write; what git
 /// needs to run (the system's programs and libraries, `/etc`, `/proc` for the store's
 /// descriptor path it is given) read-only; `/dev/null`. Nothing of the worktree, `$HOME` or
-/// `/tmp`. Fully enforced at the ABI the launch requires, or an error.
-pub fn wall_self(q: &Quarantine) -> Result<(), crate::wall::WallError> {
+/// `/tmp`. Fully enforced at `min_abi` (the launch's own minimum) or above, or an error.
+pub fn wall_self(q: &Quarantine, min_abi: u32) -> Result<(), crate::wall::WallError> {
     use crate::policy::{Access, Rule};
     let mut rules = Vec::new();
     // Real paths already: opened without following any symlink.
@@ -141,7 +157,7 @@ pub fn wall_self(q: &Quarantine) -> Result<(), crate::wall::WallError> {
             });
         }
     }
-    crate::wall::restrict_rules(&rules, crate::config::DEFAULT_MIN_ABI).map(drop)
+    crate::wall::restrict_rules(&rules, min_abi).map(drop)
 }
 
 /// Standard input onto /dev/null, every descriptor above 2 but `keep` closed, cwd `/`.

@@ -195,7 +195,7 @@ mod tests {
             Ok(())
         }
         // The shim's quarantine steps: never taken by the daemon's own wall.
-        fn watch(&mut self, _: &landwall::policy::Quarantine) -> io::Result<()> {
+        fn watch(&mut self, _: &landwall::policy::Quarantine, _: u32) -> io::Result<()> {
             self.steps.push("watch");
             Ok(())
         }
