@@ -55,7 +55,7 @@ AGENTS_BIN := $(AGENTS_DIR)/node_modules/.bin
 CLAUDE_PKG := $(AGENTS_DIR)/node_modules/@anthropic-ai/claude-code
 OPENCODE_PKG := $(AGENTS_DIR)/node_modules/opencode-ai
 
-.PHONY: all build release test fmt-check clippy agents demo install uninstall bench clean
+.PHONY: all build release test test-tools fmt-check clippy agents demo install uninstall bench clean
 
 all: build
 
@@ -72,8 +72,20 @@ clippy:
 	cd $(ROOT) && $(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # The one gate for humans and CI (.ci/run calls it).
-test: fmt-check clippy build agents
+test: fmt-check clippy build agents test-tools
 	cd $(ROOT) && $(CARGO) test --workspace
+
+# Programs the tests drive for real, from Debian's archive where missing: tmux (a server
+# outside the wall that runs what a client asks, the escape suite's Unix socket door).
+test-tools:
+	@missing=(); \
+	command -v tmux >/dev/null || missing+=(tmux); \
+	if [ $${#missing[@]} -gt 0 ]; then \
+	  sudo=(); [ "$$(id -u)" -eq 0 ] || sudo=(sudo -n); \
+	  echo "make test-tools: installing $${missing[*]}"; \
+	  "$${sudo[@]}" apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive "$${sudo[@]}" apt-get install -y -qq --no-install-recommends "$${missing[@]}" </dev/null; \
+	fi
 
 # Installs the pinned agent CLIs into target/agents unless all three are already there, in
 # one npm install (a partial install could prune the others). The postinstalls put the

@@ -65,6 +65,32 @@ pub struct AgentConfig {
     pub writable: Vec<PathBuf>,
     /// Extra environment names and `PREFIX*` patterns for this agent.
     pub env_allow: Vec<EnvPattern>,
+    /// Unix sockets for this agent (`[agents.NAME.unix]`), on top of `[unix]`.
+    pub unix: UnixConfig,
+}
+
+/// Unix sockets outside the wall (`[unix]`). By default the agent reaches none: each is a
+/// program outside the wall that can act for it (tmux runs commands, the session bus starts
+/// services, docker.sock is root).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnixConfig {
+    /// Path-named sockets the agent may connect to. Enforced by Landlock ABI 9
+    /// (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`); on an older kernel a launch with sockets named
+    /// is refused, since the only alternative there is every socket.
+    pub sockets: Vec<PathBuf>,
+    /// The escape hatch: every Unix socket the user can reach, the agent can reach.
+    pub allow_all: bool,
+}
+
+impl UnixConfig {
+    fn merge(&mut self, other: UnixConfig) {
+        for s in other.sockets {
+            if !self.sockets.contains(&s) {
+                self.sockets.push(s);
+            }
+        }
+        self.allow_all |= other.allow_all;
+    }
 }
 
 /// How `$HOME` is granted.
@@ -228,6 +254,8 @@ pub struct Config {
     pub devices: Vec<PathBuf>,
     /// TCP port rules.
     pub network: Network,
+    /// Unix sockets for every agent.
+    pub unix: UnixConfig,
     /// Per-agent sections.
     pub agents: BTreeMap<String, AgentConfig>,
     /// The drain daemon's section.
@@ -261,6 +289,7 @@ impl Default for Config {
             deny: Vec::new(),
             devices: Vec::new(),
             network: Network::default(),
+            unix: UnixConfig::default(),
             agents: BTreeMap::new(),
             drain: DrainConfig::default(),
             sources: Vec::new(),
@@ -294,8 +323,19 @@ impl Config {
             read_only: Vec::new(),
             writable: Vec::new(),
             env_allow: Vec::new(),
+            unix: UnixConfig {
+                sockets: Vec::new(),
+                allow_all: false,
+            },
         };
         self.agents.get(agent).unwrap_or(&NONE)
+    }
+
+    /// The Unix socket settings for `agent`: `[unix]` and `[agents.NAME.unix]` together.
+    pub fn unix_for(&self, agent: &str) -> UnixConfig {
+        let mut u = self.unix.clone();
+        u.merge(self.agent(agent).unix.clone());
+        u
     }
 
     /// Every path the configuration grants `agent` (devices, writable and read-only, at the
@@ -451,6 +491,7 @@ struct RawConfig {
     #[serde(default)]
     devices: Vec<Spanned<PathBuf>>,
     network: Option<RawNetwork>,
+    unix: Option<RawUnix>,
     #[serde(default)]
     agents: BTreeMap<String, RawAgent>,
     drain: Option<Spanned<RawDrain>>,
@@ -476,6 +517,21 @@ struct RawNetwork {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawUnix {
+    #[serde(default)]
+    sockets: Vec<Spanned<PathBuf>>,
+    allow_all: Option<bool>,
+}
+
+impl RawUnix {
+    /// Whether it lets the agent reach anything.
+    fn widens(&self) -> bool {
+        !self.sockets.is_empty() || self.allow_all == Some(true)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawAgent {
     real: Option<Spanned<PathBuf>>,
     #[serde(default)]
@@ -484,6 +540,7 @@ struct RawAgent {
     writable: Vec<Spanned<PathBuf>>,
     #[serde(default)]
     env_allow: Vec<Spanned<String>>,
+    unix: Option<RawUnix>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -560,6 +617,15 @@ impl Validator<'_> {
             .collect()
     }
 
+    /// `[unix]`: absolute socket paths (`/` is refused like any other grant of it).
+    fn unix(&self, section: &str, raw: RawUnix) -> Result<UnixConfig, ConfigError> {
+        let sockets = self.paths(&format!("[{section}] sockets"), raw.sockets)?;
+        Ok(UnixConfig {
+            sockets,
+            allow_all: raw.allow_all.unwrap_or(false),
+        })
+    }
+
     fn patterns(
         &self,
         key: &str,
@@ -585,16 +651,19 @@ fn merge(
 ) -> Result<(), ConfigError> {
     let v = Validator { path, text };
     if origin == Origin::User {
-        let agents_widen = raw
-            .agents
-            .values()
-            .any(|a| !a.read_only.is_empty() || !a.writable.is_empty() || !a.env_allow.is_empty());
+        let agents_widen = raw.agents.values().any(|a| {
+            !a.read_only.is_empty()
+                || !a.writable.is_empty()
+                || !a.env_allow.is_empty()
+                || a.unix.as_ref().is_some_and(RawUnix::widens)
+        });
         for (key, present) in [
             ("read_only", !raw.read_only.is_empty()),
             ("writable", !raw.writable.is_empty()),
             ("env_allow", !raw.env_allow.is_empty()),
             ("devices", !raw.devices.is_empty()),
             ("network", raw.network.is_some()),
+            ("unix", raw.unix.as_ref().is_some_and(RawUnix::widens)),
             ("agents.*", agents_widen),
         ] {
             if present {
@@ -681,6 +750,10 @@ fn merge(
         union(&mut config.network.connect_tcp, net.connect_tcp);
         union(&mut config.network.bind_tcp, net.bind_tcp);
     }
+    if let Some(unix) = raw.unix {
+        let u = v.unix("unix", unix)?;
+        config.unix.merge(u);
+    }
     for (name, agent) in raw.agents {
         if !valid_agent_name(&name) {
             return Err(ConfigError::Invalid {
@@ -689,6 +762,7 @@ fn merge(
                 message: format!("`[agents.{name}]`: an agent name is a program name (letters, digits, `-`, `_`, `.`)"),
             });
         }
+        let unix_section = format!("agents.{name}.unix");
         let entry = config.agents.entry(name).or_default();
         if let Some(real) = agent.real {
             let span = real.span();
@@ -708,6 +782,10 @@ fn merge(
         entry
             .env_allow
             .extend(v.patterns("env_allow", agent.env_allow)?);
+        if let Some(unix) = agent.unix {
+            let u = v.unix(&unix_section, unix)?;
+            entry.unix.merge(u);
+        }
     }
     if let Some(drain) = raw.drain {
         if origin == Origin::User {

@@ -14,7 +14,7 @@ use crate::caps::CapsError;
 use crate::ns::NsError;
 use crate::policy::{Policy, Quarantine};
 use crate::seccomp::{self, SeccompError};
-use crate::wall::{Enforced, WallError};
+use crate::wall::{Enforced, UnixGuard, WallError};
 use crate::{sys, Error};
 
 /// A program ready to exec: everything converted to C strings before the wall goes up.
@@ -89,8 +89,10 @@ pub trait Kernel {
     fn note(&mut self, text: &str);
     /// Applies the Landlock ruleset.
     fn restrict(&mut self, policy: &Policy) -> Result<Enforced, WallError>;
-    /// Installs the seccomp filters.
-    fn filter_syscalls(&mut self, policy: &Policy) -> Result<(), SeccompError>;
+    /// Installs the seccomp filter, which refuses Unix sockets when Landlock did not take
+    /// them (`enforced.unix`).
+    fn filter_syscalls(&mut self, policy: &Policy, enforced: &Enforced)
+        -> Result<(), SeccompError>;
     /// Checks from inside that the wall is up; the error says which check passed that
     /// should not have.
     fn self_check(&mut self) -> Result<(), String>;
@@ -111,11 +113,10 @@ pub trait Kernel {
 ///    which grants a full set inside it);
 /// 4. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);
 /// 5. Landlock ruleset fully enforced at or above the minimum ABI;
-/// 6. seccomp filter (terminal injection, when a terminal is within reach; MPTCP when TCP
-///    rules are set);
+/// 6. seccomp filter (see [`seccomp`]: Unix sockets where Landlock cannot refuse them by
+///    path, io_uring, keyrings, terminal input; MPTCP when TCP rules are set);
 /// 7. self-check from inside: a path outside the grant is refused, no_new_privs is 1, every
-///    capability set is empty, the terminal filter answers if it was installed, and the
-///    quarantine's watcher started;
+///    capability set is empty, the filter answers, and the quarantine's watcher started;
 /// 8. `execve()`.
 pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) -> Error {
     match kernel.thread_count() {
@@ -142,10 +143,11 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
     if let Err(e) = kernel.set_no_new_privs() {
         return Error::NoNewPrivs(e);
     }
-    if let Err(e) = kernel.restrict(policy) {
-        return Error::Wall(e);
-    }
-    if let Err(e) = kernel.filter_syscalls(policy) {
+    let enforced = match kernel.restrict(policy) {
+        Ok(enforced) => enforced,
+        Err(e) => return Error::Wall(e),
+    };
+    if let Err(e) = kernel.filter_syscalls(policy, &enforced) {
         return Error::Seccomp(e);
     }
     if let Err(e) = kernel.self_check() {
@@ -291,10 +293,8 @@ pub struct LiveKernel {
     /// Whether the bounding set was dropped (it cannot be without CAP_SETPCAP, which only a
     /// process holding no capability at all lacks).
     bounding_dropped: bool,
-    /// Whether the terminal filter was installed.
-    terminal_filtered: bool,
-    /// Whether any seccomp filter was installed (the terminal one, or MPTCP's).
-    filtered: bool,
+    /// The filter installed, if one was.
+    filtered: Option<seccomp::Refuse>,
     /// The child that starts the quarantine watcher, reaped by the self-check: its fork
     /// overlaps the wall's own steps.
     detacher: Option<libc::pid_t>,
@@ -355,11 +355,18 @@ impl Kernel for LiveKernel {
         crate::wall::restrict(policy)
     }
 
-    fn filter_syscalls(&mut self, policy: &Policy) -> Result<(), SeccompError> {
-        self.terminal_filtered = seccomp::terminal_reachable();
-        let filters = seccomp::filters(self.terminal_filtered, policy.network.is_restricted())?;
-        self.filtered = !filters.is_empty();
-        seccomp::install(&filters)
+    fn filter_syscalls(
+        &mut self,
+        policy: &Policy,
+        enforced: &Enforced,
+    ) -> Result<(), SeccompError> {
+        let refuse = seccomp::Refuse {
+            unix_sockets: enforced.unix == UnixGuard::Seccomp,
+            mptcp: policy.network.is_restricted(),
+        };
+        seccomp::install(refuse)?;
+        self.filtered = Some(refuse);
+        Ok(())
     }
 
     fn self_check(&mut self) -> Result<(), String> {
@@ -375,18 +382,21 @@ impl Kernel for LiveKernel {
             Err(e) => return Err(format!("listing `/` failed unexpectedly: {e}")),
         }
         let status = status_from_syscalls(self.bounding_dropped).map_err(|e| e.to_string())?;
-        status.check(self.bounding_dropped, self.filtered)?;
-        if self.terminal_filtered {
-            // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would.
-            let errno = sys::ioctl_probe_errno(seccomp::TIOCSTI | 1 << 32);
-            if errno != Some(libc::EPERM) {
-                return Err(format!("TIOCSTI is not filtered (errno {errno:?})"));
+        status.check(self.bounding_dropped, self.filtered.is_some())?;
+        let Some(refuse) = self.filtered else {
+            return Err("the seccomp filter was not installed".into());
+        };
+        // The filter must answer a high-bits TIOCSTI before the kernel (EBADF) would …
+        let errno = sys::ioctl_probe_errno(u64::from(seccomp::TIOCSTI) | 1 << 32);
+        if errno != Some(libc::EPERM) {
+            return Err(format!("TIOCSTI is not filtered (errno {errno:?})"));
+        }
+        // … and refuse a Unix socket when it is the guard.
+        if refuse.unix_sockets {
+            let errno = sys::unix_socket_probe_errno();
+            if errno != Some(seccomp::UNIX_ERRNO) {
+                return Err(format!("Unix sockets are not filtered (errno {errno:?})"));
             }
-        } else if seccomp::terminal_reachable() {
-            // Asked again from inside the wall: still no terminal within reach.
-            return Err(
-                "a terminal is within reach but the terminal filter is not installed".into(),
-            );
         }
         Ok(())
     }
@@ -463,11 +473,12 @@ mod tests {
                 abi: 7,
                 audit_new_exec: true,
                 scoped: true,
+                unix: UnixGuard::Seccomp,
             })
         }
-        fn filter_syscalls(&mut self, _: &Policy) -> Result<(), SeccompError> {
+        fn filter_syscalls(&mut self, _: &Policy, _: &Enforced) -> Result<(), SeccompError> {
             if self.step("seccomp") {
-                return Err(SeccompError::Install("test".into()));
+                return Err(SeccompError::Install(io::Error::other("test")));
             }
             Ok(())
         }

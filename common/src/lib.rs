@@ -128,6 +128,9 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::Output(_) => exit::OUTPUT,
             Error::Config(_) | Error::Worktree(_) | Error::Policy(_) => exit::CONFIG,
+            // A configuration this kernel cannot enforce as written (issue 14 asks for 78:
+            // the fix is in the configuration or the kernel, not a broken wall).
+            Error::Wall(wall::WallError::UnixUnsupported { .. }) => exit::CONFIG,
             Error::Agent(_) => exit::NOT_FOUND,
             Error::Fds(_)
             | Error::Caps(_)

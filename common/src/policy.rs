@@ -115,6 +115,14 @@ pub enum PolicyError {
         /// Where the link points.
         target: PathBuf,
     },
+    /// A socket named in `[unix]` cannot be granted as it is.
+    #[error("`sockets` in [unix] names {}: {why}", path.display())]
+    UnixSocket {
+        /// The path as configured.
+        path: PathBuf,
+        /// What is wrong, and the fix.
+        why: String,
+    },
     /// A configured path goes through a symlink inside a writable grant.
     #[error("the configured path {} goes through a symbolic link (it is {}) where the agent can write ({}), so the agent could point it anywhere before the next launch; name the real path in the configuration, or keep the path out of writable places", path.display(), real.display(), grant.display())]
     ConfiguredLink {
@@ -168,6 +176,27 @@ pub struct Policy {
     pub quarantine: Option<Quarantine>,
     /// Whether a refused private mount namespace stops the launch (`protect_required`).
     pub protect_required: bool,
+    /// Unix sockets outside the wall.
+    pub unix: UnixPolicy,
+}
+
+/// Which Unix sockets outside the wall the agent may reach (`[unix]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnixPolicy {
+    /// The named sockets that exist, as real paths: granted `RESOLVE_UNIX` (Landlock ABI 9).
+    pub sockets: Vec<PathBuf>,
+    /// Named sockets that were not there when the policy was built (nothing to grant; the
+    /// launch still needs a kernel that can grant by path, since they were asked for).
+    pub missing: Vec<PathBuf>,
+    /// The escape hatch: every socket reachable (`[unix] allow_all`).
+    pub allow_all: bool,
+}
+
+impl UnixPolicy {
+    /// Whether the configuration names sockets (which only ABI 9 can grant one by one).
+    pub fn names_sockets(&self) -> bool {
+        !self.sockets.is_empty() || !self.missing.is_empty()
+    }
 }
 
 /// The name of the quarantine directory inside a linked worktree's own git dir.
@@ -568,6 +597,61 @@ impl Builder {
             }
         }
         Ok(())
+    }
+
+    /// The sockets `[unix]` names, each checked: it must be a socket (a directory would
+    /// grant every socket below it), and neither it nor the path as written may lie in a
+    /// writable grant, where the agent could put another socket (a link to tmux's, say) in
+    /// its place before the next launch. One that does not exist is noted, not granted.
+    fn unix_sockets(
+        &mut self,
+        config: &crate::config::UnixConfig,
+        notes: &mut Vec<String>,
+    ) -> Result<UnixPolicy, PolicyError> {
+        use std::os::unix::fs::FileTypeExt;
+        let mut unix = UnixPolicy {
+            allow_all: config.allow_all,
+            ..UnixPolicy::default()
+        };
+        for written in &config.sockets {
+            let refuse = |why: String| PolicyError::UnixSocket {
+                path: written.clone(),
+                why,
+            };
+            let real = match self.resolver.resolve(written) {
+                Ok((real, _)) => real,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    notes.push(format!(
+                        "the socket {} named in [unix] is not there; start its server before the agent",
+                        written.display()
+                    ));
+                    unix.missing.push(written.clone());
+                    continue;
+                }
+                Err(e) => return Err(refuse(e.to_string())),
+            };
+            let plain = lexical_join(Path::new("/"), written);
+            let writable = self
+                .rules
+                .iter()
+                .filter(|r| r.access.writes())
+                .find(|r| within(&plain, &r.path) || within(&real, &r.path));
+            if let Some(rule) = writable {
+                return Err(refuse(format!(
+                    "it lies in {}, which the agent can write, so it could put another socket in its place before the next launch; keep the socket where the agent cannot write (under $XDG_RUNTIME_DIR, say)",
+                    rule.path.display()
+                )));
+            }
+            let meta = std::fs::symlink_metadata(&real).map_err(|e| refuse(e.to_string()))?;
+            if !meta.file_type().is_socket() {
+                return Err(refuse(format!(
+                    "{} is not a socket; name each socket itself",
+                    real.display()
+                )));
+            }
+            unix.sockets.push(real);
+        }
+        Ok(unix)
     }
 
     fn covers(&self, path: &Path) -> bool {
@@ -983,6 +1067,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
 
     check_git_grants(&b.rules, &worktree, home)?;
     b.check_configured()?;
+    let unix = b.unix_sockets(&config.unix_for(agent), &mut notes)?;
 
     // Carve the denied paths out of whatever grants them.
     let mut patterns: Vec<DenyPattern> = Vec::new();
@@ -1024,6 +1109,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         notes,
         quarantine,
         protect_required: config.protect_required,
+        unix,
     })
 }
 

@@ -1,229 +1,555 @@
-//! A small seccomp filter for what Landlock cannot see: terminal injection and MPTCP.
+//! The seccomp filter: the doors beside the wall that Landlock does not see.
 //!
-//! - `TIOCSTI` pushes bytes into the terminal's input queue, so a walled agent could type a
-//!   command into the user's shell after it exits; `TIOCLINUX` can do the same through the
-//!   Linux console's selection. Both are refused (EPERM) on every descriptor. The request is
-//!   compared as 32 bits, as the kernel's tty layer reads it: a 64-bit compare would let a
-//!   request with high bits set slip through (CVE-2019-10063).
-//! - When TCP port rules are configured, `socket(…, IPPROTO_MPTCP)` is refused with
-//!   EPROTONOSUPPORT (programs fall back to TCP), because Landlock's TCP rules do not cover
-//!   MPTCP.
+//! Landlock guards paths. A walled agent that cannot open a file can still ask a program
+//! outside the wall to act for it, and some kernel objects have no path at all. The filter
+//! goes on every launch (shim, `landwall run`, drain jobs, the drain daemon's own wall) and
+//! refuses, with errors programs already handle:
 //!
-//! On x86_64 the x32 ABI has its own syscall numbers for both calls; they are filtered too.
+//! - **Unix sockets of processes outside the wall** (tmux, the session D-Bus, docker.sock,
+//!   ssh-agent, X11, journald): `socket(AF_UNIX, …)` gets EACCES, and so does a
+//!   `socketpair(AF_UNIX, …)` of any type but stream and seqpacket (a datagram pair, or a
+//!   SOCK_RAW one, which the kernel makes a datagram pair, can be re-pointed at any path by
+//!   `connect` or `sendto`; stream and seqpacket pairs are connected for good, and runtimes
+//!   build their pipes with them). The filter cannot read the address `connect` is given,
+//!   so without a socket to give it there is nothing to connect. Left out on Landlock ABI 9
+//!   and later, where `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` refuses by path (and lets the agent
+//!   reach its own sockets and the ones the user named), and when the configuration opens
+//!   this door on purpose (`[unix] allow_all`).
+//! - **io_uring** (`io_uring_setup`, `_enter`, `_register`: ENOSYS, so runtimes fall back):
+//!   its socket and connect operations never pass through this filter.
+//! - **Kernel keyrings** (`add_key`, `request_key`, `keyctl`: EPERM): the user's session,
+//!   user and persistent keyrings hold Kerberos caches and stored passwords, readable and
+//!   changeable by any process of the uid.
+//! - **Terminal input** (`ioctl` TIOCSTI and TIOCLINUX: EPERM) on every descriptor: pushing
+//!   bytes into the terminal's input types a command into the user's shell after the agent
+//!   exits. The request is compared as 32 bits, as the tty layer reads it: a 64-bit compare
+//!   would let a request with high bits set slip through (CVE-2019-10063).
+//! - **MPTCP** (`socket(…, IPPROTO_MPTCP)`: EPROTONOSUPPORT, programs fall back to TCP) when
+//!   TCP port rules are set: Landlock's TCP rules do not cover it.
 //!
-//! The terminal filter is installed only when there is a terminal to protect. The kernel
-//! answers TIOCSTI and TIOCLINUX only on the caller's controlling terminal (anything else
-//! needs CAP_SYS_ADMIN, which the launch has dropped for good), and a process can only make
-//! a terminal its controlling one if no session owns it. So a process that has no
-//! controlling terminal and no terminal on descriptors 0–2 (a CI job, a pipeline, a drain
-//! job, an agent's subprocess with pipes) has no terminal of the user's to push input into,
-//! and it is spared the filter, whose cost is on every system call it makes (a seccomp
-//! filter takes the kernel's slower syscall entry even when the verdict is cached: 3–5% of
-//! a syscall-heavy job, bench/results.md). What is left: a pseudo-terminal of the same user
-//! that no session owns, opened through `/dev/pts`, can still be taken as the controlling
-//! terminal and written into; docs/escape.md says so.
+//! Other entry points: on x86_64 the i386 table (`int 0x80`) gets the same rules by its own
+//! numbers, and its `socketcall` may not create sockets (its arguments are in memory, which
+//! the filter cannot read); every x32 system call gets ENOSYS (x32 programs practically do
+//! not exist, and its numbers are a second table to keep right). Any other architecture is
+//! killed.
+//!
+//! The program is written out here, not compiled by a library: it is a few dozen
+//! instructions chosen by two flags, built without allocation beyond one vector and installed
+//! with one system call. It only compares the system call number and the architecture except
+//! in the blocks of the calls it looks into, so the kernel's verdict cache (Linux 5.11) lets
+//! every other native call through without running it.
 
-use std::collections::BTreeMap;
+use std::fmt;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
+use crate::sys;
 
 /// `TIOCSTI` from `<asm-generic/ioctls.h>`.
-pub const TIOCSTI: u64 = 0x5412;
+pub const TIOCSTI: u32 = 0x5412;
 /// `TIOCLINUX` from `<asm-generic/ioctls.h>`.
-pub const TIOCLINUX: u64 = 0x541C;
+pub const TIOCLINUX: u32 = 0x541C;
 /// `IPPROTO_MPTCP` from `<linux/in.h>`.
-pub const IPPROTO_MPTCP: u64 = 262;
+pub const IPPROTO_MPTCP: u32 = 262;
+/// The errno a refused Unix socket gets (what Landlock's own refusal by path returns).
+pub const UNIX_ERRNO: i32 = libc::EACCES;
+/// The errno a refused keyring call gets.
+pub const KEYRING_ERRNO: i32 = libc::EPERM;
 
-/// Why the filter could not be built or installed.
+/// Why the filter could not be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
-    /// This architecture is not one seccompiler supports.
-    #[error("seccomp: unsupported architecture {0}")]
-    Arch(&'static str),
-    /// Building the filter failed.
+    /// The program did not assemble (a jump too far: a bug, caught by the unit tests).
     #[error("seccomp: building the filter: {0}")]
     Build(String),
     /// Installing it failed.
     #[error("seccomp: installing the filter: {0}")]
-    Install(String),
+    Install(#[source] std::io::Error),
 }
 
-const X32_BIT: i64 = 0x4000_0000;
+/// What the filter refuses besides what it always refuses (io_uring, keyrings, terminal
+/// input, the x32 table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refuse {
+    /// `socket(AF_UNIX)` and datagram `socketpair(AF_UNIX)`.
+    pub unix_sockets: bool,
+    /// `socket(…, IPPROTO_MPTCP)`.
+    pub mptcp: bool,
+}
 
-/// The syscall numbers of `name` on this architecture (x86_64 adds the x32 ones).
-fn numbers(native: i64, x32: Option<i64>) -> Vec<i64> {
-    let mut v = vec![native];
-    if cfg!(target_arch = "x86_64") {
-        if let Some(n) = x32 {
-            v.push(X32_BIT | n);
+impl fmt::Display for Refuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "io_uring, keyrings, terminal input")?;
+        if self.unix_sockets {
+            write!(f, ", Unix sockets")?;
         }
-        v.push(X32_BIT | native);
-    }
-    v
-}
-
-fn eq32(arg: u8, value: u64) -> Result<SeccompRule, SeccompError> {
-    let cond = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
-        .map_err(|e| SeccompError::Build(e.to_string()))?;
-    SeccompRule::new(vec![cond]).map_err(|e| SeccompError::Build(e.to_string()))
-}
-
-fn compile(rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32) -> Result<BpfProgram, SeccompError> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH)
-        .map_err(|_| SeccompError::Arch(std::env::consts::ARCH))?;
-    let errno = u32::try_from(errno).map_err(|e| SeccompError::Build(e.to_string()))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(errno),
-        arch,
-    )
-    .map_err(|e| SeccompError::Build(e.to_string()))?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))
-}
-
-/// The terminal filter's rules: ioctl (native, x32 and the x32 alias of the native number)
-/// with a 32-bit request of TIOCSTI or TIOCLINUX. (On x86_64 only the test compiles them.)
-#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
-fn tty_rules() -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
-    let mut tty = BTreeMap::new();
-    for nr in numbers(libc::SYS_ioctl, Some(514)) {
-        tty.insert(nr, vec![eq32(1, TIOCSTI)?, eq32(1, TIOCLINUX)?]);
-    }
-    Ok(tty)
-}
-
-/// One classic BPF instruction.
-#[cfg(target_arch = "x86_64")]
-const fn bpf(code: u16, jt: u8, jf: u8, k: u32) -> seccompiler::sock_filter {
-    seccompiler::sock_filter { code, jt, jf, k }
-}
-
-/// The terminal filter for x86_64, exactly as seccompiler compiles [`tty_rules`] with EPERM
-/// (a unit test compiles the rules and compares): the program is constant, so the launch
-/// installs it without compiling it every time. Opcodes: 0x20 load a word of
-/// `seccomp_data`, 0x15 jump if equal, 0x05 jump, 0x06 return.
-#[cfg(target_arch = "x86_64")]
-const TTY_X86_64: [seccompiler::sock_filter; 41] = [
-    // arch == AUDIT_ARCH_X86_64, else kill the process (i386 `int 0x80` included).
-    bpf(0x20, 0, 0, 0x4),
-    bpf(0x15, 1, 0, 0xc000_003e),
-    bpf(0x06, 0, 0, 0x8000_0000),
-    // nr == 16 (ioctl)?
-    bpf(0x20, 0, 0, 0x0),
-    bpf(0x15, 0, 1, 0x10),
-    bpf(0x05, 0, 0, 0x1),
-    bpf(0x05, 0, 0, 0x4),
-    // low 32 bits of args[1] == TIOCSTI: EPERM
-    bpf(0x20, 0, 0, 0x18),
-    bpf(0x15, 0, 1, 0x5412),
-    bpf(0x06, 0, 0, 0x0005_0001),
-    bpf(0x05, 0, 0, 0x1),
-    bpf(0x05, 0, 0, 0x4),
-    // low 32 bits of args[1] == TIOCLINUX: EPERM; else allow
-    bpf(0x20, 0, 0, 0x18),
-    bpf(0x15, 0, 1, 0x541c),
-    bpf(0x06, 0, 0, 0x0005_0001),
-    bpf(0x06, 0, 0, 0x7fff_0000),
-    // nr == 0x40000010 (the x32 alias of ioctl): the same two checks
-    bpf(0x15, 0, 1, 0x4000_0010),
-    bpf(0x05, 0, 0, 0x1),
-    bpf(0x05, 0, 0, 0x4),
-    bpf(0x20, 0, 0, 0x18),
-    bpf(0x15, 0, 1, 0x5412),
-    bpf(0x06, 0, 0, 0x0005_0001),
-    bpf(0x05, 0, 0, 0x1),
-    bpf(0x05, 0, 0, 0x4),
-    bpf(0x20, 0, 0, 0x18),
-    bpf(0x15, 0, 1, 0x541c),
-    bpf(0x06, 0, 0, 0x0005_0001),
-    bpf(0x06, 0, 0, 0x7fff_0000),
-    // nr == 0x40000202 (x32 ioctl, 514): the same two checks
-    bpf(0x15, 0, 1, 0x4000_0202),
-    bpf(0x05, 0, 0, 0x1),
-    bpf(0x05, 0, 0, 0x4),
-    bpf(0x20, 0, 0, 0x18),
-    bpf(0x15, 0, 1, 0x5412),
-    bpf(0x06, 0, 0, 0x0005_0001),
-    bpf(0x05, 0, 0, 0x1),
-    bpf(0x05, 0, 0, 0x4),
-    bpf(0x20, 0, 0, 0x18),
-    bpf(0x15, 0, 1, 0x541c),
-    bpf(0x06, 0, 0, 0x0005_0001),
-    bpf(0x06, 0, 0, 0x7fff_0000),
-    // any other system call: allow
-    bpf(0x06, 0, 0, 0x7fff_0000),
-];
-
-/// The terminal filter: the constant program on x86_64, compiled elsewhere.
-fn tty_filter() -> Result<BpfProgram, SeccompError> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        Ok(TTY_X86_64.to_vec())
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        compile(tty_rules()?, libc::EPERM)
-    }
-}
-
-/// Whether the terminal filter is needed: the process has a controlling terminal, or a
-/// terminal on descriptor 0, 1 or 2 (inherited by the agent, and one it might take as its
-/// controlling terminal). Anything but a clear "no" counts as yes.
-pub fn terminal_reachable() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdin().is_terminal()
-        || std::io::stdout().is_terminal()
-        || std::io::stderr().is_terminal()
-        // `/dev/tty` is the controlling terminal; ENXIO is the kernel's "there is none".
-        || !matches!(crate::sys::controlling_terminal(), Ok(false))
-}
-
-/// Builds the filters for a launch: the terminal filter when `terminal` (see
-/// [`terminal_reachable`]), the MPTCP one when TCP port rules are set.
-pub fn filters(terminal: bool, tcp_rules: bool) -> Result<Vec<BpfProgram>, SeccompError> {
-    let mut out = Vec::new();
-    if terminal {
-        out.push(tty_filter()?);
-    }
-    if tcp_rules {
-        let mut mptcp = BTreeMap::new();
-        for nr in numbers(libc::SYS_socket, None) {
-            mptcp.insert(nr, vec![eq32(2, IPPROTO_MPTCP)?]);
+        if self.mptcp {
+            write!(f, ", MPTCP")?;
         }
-        out.push(compile(mptcp, libc::EPROTONOSUPPORT)?);
+        Ok(())
+    }
+}
+
+// ---- seccomp_data and return values (<linux/seccomp.h>, <linux/audit.h>).
+
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+/// The low 32 bits of `args[i]` (a little-endian u64 at offset 16 + 8 i).
+const fn arg_lo(i: u32) -> u32 {
+    16 + 8 * i + if cfg!(target_endian = "big") { 4 } else { 0 }
+}
+
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
+
+const fn errno(e: i32) -> u32 {
+    RET_ERRNO | (e as u32 & 0xffff)
+}
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
+
+#[cfg(target_arch = "x86_64")]
+const NATIVE_ARCH: u32 = AUDIT_ARCH_X86_64;
+#[cfg(target_arch = "aarch64")]
+const NATIVE_ARCH: u32 = AUDIT_ARCH_AARCH64;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("the seccomp filter knows x86_64 and aarch64 only");
+
+/// The x32 table's numbers carry this bit.
+const X32_BIT: u32 = 0x4000_0000;
+
+const AF_UNIX: u32 = 1;
+const SOCK_STREAM: u32 = 1;
+const SOCK_SEQPACKET: u32 = 5;
+/// `SOCK_TYPE_MASK`: the type without SOCK_NONBLOCK and SOCK_CLOEXEC.
+const SOCK_TYPE_MASK: u32 = 0xf;
+/// `socketcall`'s call numbers (`<linux/net.h>`).
+const SYS_SOCKET: u32 = 1;
+const SYS_SOCKETPAIR: u32 = 8;
+
+/// One table's numbers of the calls the filter looks at.
+struct Table {
+    ioctl: u32,
+    socket: u32,
+    socketpair: u32,
+    socketcall: Option<u32>,
+    io_uring: [u32; 3],
+    keys: [u32; 3],
+}
+
+/// A libc syscall number as the filter's 32-bit word (they are small and positive).
+const fn nr(n: libc::c_long) -> u32 {
+    n as u32
+}
+
+const NATIVE: Table = Table {
+    ioctl: nr(libc::SYS_ioctl),
+    socket: nr(libc::SYS_socket),
+    socketpair: nr(libc::SYS_socketpair),
+    socketcall: None,
+    io_uring: [
+        nr(libc::SYS_io_uring_setup),
+        nr(libc::SYS_io_uring_enter),
+        nr(libc::SYS_io_uring_register),
+    ],
+    keys: [
+        nr(libc::SYS_add_key),
+        nr(libc::SYS_request_key),
+        nr(libc::SYS_keyctl),
+    ],
+};
+
+/// The i386 table (`arch/x86/entry/syscalls/syscall_32.tbl`).
+#[cfg(target_arch = "x86_64")]
+const I386: Table = Table {
+    ioctl: 54,
+    socket: 359,
+    socketpair: 360,
+    socketcall: Some(102),
+    io_uring: [425, 426, 427],
+    keys: [286, 287, 288],
+};
+
+// ---- A small assembler for classic BPF, with labels.
+
+/// Where a conditional jump goes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum To {
+    Next,
+    L(Label),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Label {
+    Allow,
+    Eperm,
+    Eacces,
+    Enosys,
+    Eproto,
+    Kill,
+    Ioctl,
+    Socket,
+    Socketpair,
+    Socketcall,
+    Other,
+}
+
+enum Ins {
+    /// `A = seccomp_data[off]` (32 bits).
+    Ld(u32),
+    /// `A &= k`.
+    And(u32),
+    /// `if A == k goto t else goto f`.
+    Jeq(u32, To, To),
+    /// `if A >= k goto t else goto f`.
+    Jge(u32, To, To),
+    /// `return k`.
+    Ret(u32),
+    /// Marks the next instruction.
+    Mark(Label),
+}
+
+/// The instructions and their resolved offsets.
+fn assemble(prog: &[Ins]) -> Result<Vec<libc::sock_filter>, SeccompError> {
+    // Opcodes: BPF_LD|BPF_W|BPF_ABS, BPF_ALU|BPF_AND|BPF_K, BPF_JMP|BPF_JEQ|BPF_K,
+    // BPF_JMP|BPF_JGE|BPF_K, BPF_RET|BPF_K.
+    const LD: u16 = 0x20;
+    const AND: u16 = 0x54;
+    const JEQ: u16 = 0x15;
+    const JGE: u16 = 0x35;
+    const RET: u16 = 0x06;
+    let mut at: Vec<(Label, usize)> = Vec::new();
+    let mut pc = 0usize;
+    for ins in prog {
+        match ins {
+            Ins::Mark(l) => at.push((*l, pc)),
+            _ => pc += 1,
+        }
+    }
+    let offset = |from: usize, to: To| -> Result<u8, SeccompError> {
+        match to {
+            To::Next => Ok(0),
+            To::L(l) => {
+                let target = at
+                    .iter()
+                    .find(|(m, _)| *m == l)
+                    .map(|(_, p)| *p)
+                    .ok_or_else(|| SeccompError::Build(format!("no label {l:?}")))?;
+                target
+                    .checked_sub(from + 1)
+                    .and_then(|d| u8::try_from(d).ok())
+                    .ok_or_else(|| SeccompError::Build(format!("jump to {l:?} out of range")))
+            }
+        }
+    };
+    let mut out = Vec::with_capacity(pc);
+    for ins in prog {
+        let pc = out.len();
+        let f = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+        out.push(match *ins {
+            Ins::Mark(_) => continue,
+            Ins::Ld(off) => f(LD, 0, 0, off),
+            Ins::And(k) => f(AND, 0, 0, k),
+            Ins::Jeq(k, t, e) => f(JEQ, offset(pc, t)?, offset(pc, e)?, k),
+            Ins::Jge(k, t, e) => f(JGE, offset(pc, t)?, offset(pc, e)?, k),
+            Ins::Ret(k) => f(RET, 0, 0, k),
+        });
     }
     Ok(out)
 }
 
-/// Installs the filters on the calling thread (no_new_privs must already be set).
-pub fn install(filters: &[BpfProgram]) -> Result<(), SeccompError> {
-    for f in filters {
-        seccompiler::apply_filter(f).map_err(|e| SeccompError::Install(e.to_string()))?;
+/// The dispatch on one table's numbers (the number is in A).
+fn dispatch(p: &mut Vec<Ins>, t: &Table, refuse: Refuse) {
+    p.push(Ins::Jeq(t.ioctl, To::L(Label::Ioctl), To::Next));
+    if refuse.unix_sockets || refuse.mptcp {
+        p.push(Ins::Jeq(t.socket, To::L(Label::Socket), To::Next));
+        if let Some(socketcall) = t.socketcall {
+            p.push(Ins::Jeq(socketcall, To::L(Label::Socketcall), To::Next));
+        }
     }
-    Ok(())
+    if refuse.unix_sockets {
+        p.push(Ins::Jeq(t.socketpair, To::L(Label::Socketpair), To::Next));
+    }
+    for n in t.io_uring {
+        p.push(Ins::Jeq(n, To::L(Label::Enosys), To::Next));
+    }
+    for n in t.keys {
+        p.push(Ins::Jeq(n, To::L(Label::Eperm), To::Next));
+    }
+    p.push(Ins::Ret(RET_ALLOW));
+}
+
+/// The program for `refuse` on this architecture.
+pub fn program(refuse: Refuse) -> Result<Vec<libc::sock_filter>, SeccompError> {
+    use Ins::*;
+    use Label::*;
+    let mut p = vec![
+        Ld(OFF_ARCH),
+        Jeq(NATIVE_ARCH, To::Next, To::L(Other)),
+        Ld(OFF_NR),
+    ];
+    if cfg!(target_arch = "x86_64") {
+        // The x32 table: every call refused.
+        p.push(Jge(X32_BIT, To::L(Enosys), To::Next));
+    }
+    dispatch(&mut p, &NATIVE, refuse);
+
+    // Another architecture's entry.
+    p.push(Mark(Other));
+    #[cfg(target_arch = "x86_64")]
+    {
+        p.extend([Jeq(AUDIT_ARCH_I386, To::Next, To::L(Kill)), Ld(OFF_NR)]);
+        dispatch(&mut p, &I386, refuse);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    p.push(Ret(RET_KILL_PROCESS));
+
+    // ioctl: the request's low 32 bits.
+    p.extend([
+        Mark(Ioctl),
+        Ld(arg_lo(1)),
+        Jeq(TIOCSTI, To::L(Eperm), To::Next),
+        Jeq(TIOCLINUX, To::L(Eperm), To::L(Allow)),
+    ]);
+    // socket(domain, type, protocol).
+    if refuse.unix_sockets || refuse.mptcp {
+        p.push(Mark(Socket));
+        if refuse.unix_sockets {
+            p.extend([Ld(arg_lo(0)), Jeq(AF_UNIX, To::L(Eacces), To::Next)]);
+        }
+        if refuse.mptcp {
+            p.extend([Ld(arg_lo(2)), Jeq(IPPROTO_MPTCP, To::L(Eproto), To::Next)]);
+        }
+        p.push(Ret(RET_ALLOW));
+        // socketcall(call, args): no new socket or socket pair (the arguments are in memory).
+        p.extend([
+            Mark(Socketcall),
+            Ld(arg_lo(0)),
+            Jeq(SYS_SOCKET, To::L(Eacces), To::Next),
+            Jeq(SYS_SOCKETPAIR, To::L(Eacces), To::L(Allow)),
+        ]);
+    }
+    // socketpair(domain, type, protocol, sv): AF_UNIX stream and seqpacket only.
+    if refuse.unix_sockets {
+        p.extend([
+            Mark(Socketpair),
+            Ld(arg_lo(0)),
+            Jeq(AF_UNIX, To::Next, To::L(Allow)),
+            Ld(arg_lo(1)),
+            And(SOCK_TYPE_MASK),
+            Jeq(SOCK_STREAM, To::L(Allow), To::Next),
+            Jeq(SOCK_SEQPACKET, To::L(Allow), To::L(Eacces)),
+        ]);
+    }
+    p.extend([
+        Mark(Allow),
+        Ret(RET_ALLOW),
+        Mark(Eperm),
+        Ret(errno(libc::EPERM)),
+        Mark(Eacces),
+        Ret(errno(UNIX_ERRNO)),
+        Mark(Enosys),
+        Ret(errno(libc::ENOSYS)),
+        Mark(Eproto),
+        Ret(errno(libc::EPROTONOSUPPORT)),
+        Mark(Kill),
+        Ret(RET_KILL_PROCESS),
+    ]);
+    assemble(&p)
+}
+
+/// Builds and installs the filter on the calling thread (no_new_privs must already be set).
+pub fn install(refuse: Refuse) -> Result<(), SeccompError> {
+    let prog = program(refuse)?;
+    sys::seccomp_set_filter(&prog).map_err(SeccompError::Install)
+}
+
+/// A classic BPF interpreter for the instructions [`program`] uses, so the unit tests can
+/// put the program to every case without a kernel; the escape suite tries the same cases on
+/// the real one.
+#[cfg(test)]
+pub(crate) fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+    let mut data = [0u8; 64];
+    data[0..4].copy_from_slice(&nr.to_ne_bytes());
+    data[4..8].copy_from_slice(&arch.to_ne_bytes());
+    for (i, a) in args.iter().enumerate() {
+        data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+    }
+    let mut a = 0u32;
+    let mut pc = 0usize;
+    loop {
+        let ins = prog[pc];
+        pc += 1;
+        let k = ins.k;
+        let jump = |cond: bool| usize::from(if cond { ins.jt } else { ins.jf });
+        match ins.code {
+            0x20 => {
+                let o = k as usize;
+                a = u32::from_ne_bytes(data[o..o + 4].try_into().expect("4 bytes"));
+            }
+            0x54 => a &= k,
+            0x15 => pc += jump(a == k),
+            0x35 => pc += jump(a >= k),
+            0x06 => return k,
+            other => panic!("opcode {other:#x} not expected"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_constant_terminal_filter_is_what_seccompiler_compiles() {
-        let compiled = compile(tty_rules().expect("rules"), libc::EPERM).expect("compile");
-        assert_eq!(tty_filter().expect("filter"), compiled);
+    const ALL: Refuse = Refuse {
+        unix_sockets: true,
+        mptcp: true,
+    };
+    const NONE: Refuse = Refuse {
+        unix_sockets: false,
+        mptcp: false,
+    };
+
+    fn native(p: &[libc::sock_filter], nr: libc::c_long, args: [u64; 6]) -> u32 {
+        run(p, NATIVE_ARCH, nr as u32, args)
     }
 
     #[test]
-    fn filters_compile_for_this_machine() {
-        assert!(filters(false, false).expect("none").is_empty());
-        assert_eq!(filters(true, false).expect("tty filter").len(), 1);
-        assert_eq!(filters(false, true).expect("mptcp filter").len(), 1);
-        assert_eq!(filters(true, true).expect("both").len(), 2);
+    fn every_variant_assembles() {
+        for unix_sockets in [false, true] {
+            for mptcp in [false, true] {
+                let p = program(Refuse {
+                    unix_sockets,
+                    mptcp,
+                })
+                .expect("assembles");
+                assert!(p.len() < 100, "{} instructions", p.len());
+            }
+        }
+    }
+
+    #[test]
+    fn unix_sockets_are_refused_but_stream_pairs_are_not() {
+        let p = program(ALL).expect("program");
+        let sock = |domain: u64, ty: u64| native(&p, libc::SYS_socket, [domain, ty, 0, 0, 0, 0]);
+        assert_eq!(sock(1, 1), errno(libc::EACCES));
+        assert_eq!(sock(1, 2 | 0x80000), errno(libc::EACCES));
+        // Only the low 32 bits are the kernel's `int`.
+        assert_eq!(sock(1 | 1 << 32, 1), errno(libc::EACCES));
+        assert_eq!(sock(2, 1), RET_ALLOW);
+        assert_eq!(sock(10, 2), RET_ALLOW);
+        let pair =
+            |domain: u64, ty: u64| native(&p, libc::SYS_socketpair, [domain, ty, 0, 0, 0, 0]);
+        assert_eq!(pair(1, 1), RET_ALLOW);
+        assert_eq!(pair(1, 1 | 0x800 | 0x80000), RET_ALLOW);
+        assert_eq!(pair(1, 5), RET_ALLOW);
+        assert_eq!(pair(1, 2), errno(libc::EACCES));
+        assert_eq!(pair(1, 2 | 0x80000), errno(libc::EACCES));
+        assert_eq!(
+            pair(1, 3),
+            errno(libc::EACCES),
+            "SOCK_RAW is a datagram pair"
+        );
+        assert_eq!(pair(1, 4), errno(libc::EACCES));
+        assert_eq!(pair(2, 2), RET_ALLOW);
+
+        let open = program(Refuse {
+            unix_sockets: false,
+            mptcp: false,
+        })
+        .expect("program");
+        assert_eq!(
+            native(&open, libc::SYS_socket, [1, 1, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(
+            native(&open, libc::SYS_socketpair, [1, 2, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+    }
+
+    #[test]
+    fn io_uring_keyrings_and_terminal_input_are_always_refused() {
+        for refuse in [NONE, ALL] {
+            let p = program(refuse).expect("program");
+            for n in [
+                libc::SYS_io_uring_setup,
+                libc::SYS_io_uring_enter,
+                libc::SYS_io_uring_register,
+            ] {
+                assert_eq!(native(&p, n, [0; 6]), errno(libc::ENOSYS));
+            }
+            for n in [libc::SYS_add_key, libc::SYS_request_key, libc::SYS_keyctl] {
+                assert_eq!(native(&p, n, [0; 6]), errno(libc::EPERM));
+            }
+            for req in [TIOCSTI, TIOCLINUX] {
+                let req = u64::from(req);
+                assert_eq!(
+                    native(&p, libc::SYS_ioctl, [0, req, 0, 0, 0, 0]),
+                    errno(libc::EPERM)
+                );
+                assert_eq!(
+                    native(&p, libc::SYS_ioctl, [0, req | 1 << 32, 0, 0, 0, 0]),
+                    errno(libc::EPERM)
+                );
+            }
+            assert_eq!(
+                native(&p, libc::SYS_ioctl, [0, 0x5401, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
+            for n in [libc::SYS_read, libc::SYS_openat, libc::SYS_connect] {
+                assert_eq!(native(&p, n, [1, 2, 3, 4, 5, 6]), RET_ALLOW);
+            }
+        }
+    }
+
+    #[test]
+    fn mptcp_only_when_asked() {
+        let p = program(ALL).expect("program");
+        let mptcp = [2, 1, u64::from(IPPROTO_MPTCP), 0, 0, 0];
+        assert_eq!(
+            native(&p, libc::SYS_socket, mptcp),
+            errno(libc::EPROTONOSUPPORT)
+        );
+        assert_eq!(native(&p, libc::SYS_socket, [2, 1, 6, 0, 0, 0]), RET_ALLOW);
+        let p = program(NONE).expect("program");
+        assert_eq!(native(&p, libc::SYS_socket, mptcp), RET_ALLOW);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_other_entries_of_x86_64() {
+        let p = program(ALL).expect("program");
+        // x32: everything refused.
+        for n in [0u32, 41, 514, 16] {
+            assert_eq!(
+                run(&p, AUDIT_ARCH_X86_64, X32_BIT | n, [0; 6]),
+                errno(libc::ENOSYS)
+            );
+        }
+        // i386: the same rules by its own numbers.
+        let i386 = |n: u32, args: [u64; 6]| run(&p, AUDIT_ARCH_I386, n, args);
+        assert_eq!(i386(359, [1, 1, 0, 0, 0, 0]), errno(libc::EACCES));
+        assert_eq!(i386(359, [2, 1, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(i386(360, [1, 2, 0, 0, 0, 0]), errno(libc::EACCES));
+        assert_eq!(i386(360, [1, 1, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(i386(102, [1, 0, 0, 0, 0, 0]), errno(libc::EACCES));
+        assert_eq!(i386(102, [8, 0, 0, 0, 0, 0]), errno(libc::EACCES));
+        assert_eq!(i386(102, [3, 0, 0, 0, 0, 0]), RET_ALLOW, "connect");
+        assert_eq!(
+            i386(54, [0, u64::from(TIOCSTI), 0, 0, 0, 0]),
+            errno(libc::EPERM)
+        );
+        assert_eq!(i386(425, [0; 6]), errno(libc::ENOSYS));
+        assert_eq!(i386(288, [0; 6]), errno(libc::EPERM));
+        assert_eq!(i386(3, [0; 6]), RET_ALLOW, "read");
+        // Without the socket rules, socketcall is left alone.
+        let open = program(NONE).expect("program");
+        assert_eq!(run(&open, AUDIT_ARCH_I386, 102, [1; 6]), RET_ALLOW);
+        // Any other architecture is killed.
+        assert_eq!(run(&p, AUDIT_ARCH_AARCH64, 0, [0; 6]), RET_KILL_PROCESS);
     }
 }

@@ -122,6 +122,45 @@ pub fn seccomp_mode() -> io::Result<i32> {
     prctl_ints(libc::PR_GET_SECCOMP, 0, 0)
 }
 
+/// Installs the classic BPF program `prog` as a seccomp filter on the calling thread
+/// (`seccomp(SECCOMP_SET_MODE_FILTER, 0, …)`; no_new_privs must be set).
+pub fn seccomp_set_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
+    let len = u16::try_from(prog.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `len` instructions that live until the call returns; the
+    // kernel copies the program and never writes through the pointer.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER as libc::c_long,
+            0 as libc::c_long,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The errno of `socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)`, closing the socket if one
+/// was made: a probe of the seccomp filter's Unix socket rule.
+pub fn unix_socket_probe_errno() -> Option<i32> {
+    // SAFETY: socket takes three integers and touches no memory of ours.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return io::Error::last_os_error().raw_os_error();
+    }
+    // SAFETY: `fd` was just made by us and is owned by nothing else.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    None
+}
+
 /// The errno of `ioctl(-1, request, NULL)`: a probe with no effect (the descriptor is
 /// invalid), used to check that the seccomp filter answers before the kernel would.
 pub fn ioctl_probe_errno(request: u64) -> Option<i32> {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use landlock::{Access as _, AccessFs, AccessNet, BitFlags, Scope, ABI};
 
-use crate::policy::{Access, Policy};
+use crate::policy::{Access, Policy, UnixPolicy};
 use crate::sys;
 
 /// Why the wall did not go up.
@@ -63,6 +63,12 @@ pub enum WallError {
         /// The kernel's ABI.
         have: u32,
     },
+    /// `[unix]` names sockets but the kernel cannot grant one socket by path.
+    #[error("the configuration names Unix sockets ([unix] sockets) but this kernel offers Landlock ABI {have}; permitting one socket by path needs ABI 9 (Linux 7.1): upgrade the kernel, remove `sockets`, or set `[unix] allow_all = true`, which lets the agent reach every Unix socket (tmux, D-Bus, docker: programs that act for it outside the wall)")]
+    UnixUnsupported {
+        /// The kernel's ABI.
+        have: u32,
+    },
     /// no_new_privs could not be set before restricting.
     #[error("setting no_new_privs before restricting: {0}; refusing to run")]
     NoNewPrivs(#[source] io::Error),
@@ -77,7 +83,24 @@ pub struct Enforced {
     pub audit_new_exec: bool,
     /// Whether signals and abstract unix sockets are scoped to the wall (ABI 6).
     pub scoped: bool,
+    /// What keeps the agent from path-named Unix sockets outside the wall.
+    pub unix: UnixGuard,
 }
+
+/// What keeps the agent from the path-named Unix sockets of processes outside the wall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnixGuard {
+    /// Landlock (ABI 9, `RESOLVE_UNIX`): sockets outside the wall are refused by path, the
+    /// named ones and the agent's own are reachable.
+    Landlock,
+    /// The seccomp filter: the agent gets no Unix socket to connect with (older kernels).
+    Seccomp,
+    /// Nothing: `[unix] allow_all`.
+    Open,
+}
+
+/// The first Landlock ABI that can refuse Unix sockets by path.
+pub const RESOLVE_UNIX_ABI: u32 = 9;
 
 /// The running kernel's Landlock ABI.
 pub fn kernel_abi() -> Result<u32, WallError> {
@@ -87,9 +110,12 @@ pub fn kernel_abi() -> Result<u32, WallError> {
 /// The Landlock rights a grant carries on `abi`.
 pub fn rights(access: Access, is_dir: bool, abi: ABI) -> BitFlags<AccessFs> {
     let all = AccessFs::from_all(abi);
+    // RESOLVE_UNIX (ABI 9) counts as a write right in the crate's sets; it is granted only
+    // on the sockets `[unix]` names, so a writable tree does not open every socket in it.
+    let all = all & !BitFlags::from(AccessFs::ResolveUnix);
     let rights = match access {
         Access::ListOnly => BitFlags::from(AccessFs::ReadDir),
-        Access::ReadOnly => AccessFs::from_read(abi),
+        Access::ReadOnly => AccessFs::from_read(abi) & all,
         Access::ReadWrite => all & !BitFlags::from(AccessFs::IoctlDev),
         Access::Device => all,
     };
@@ -117,18 +143,24 @@ const LOG_NEW_EXEC_ON: u32 = 1 << 1;
 /// handled set, directory rights on a file), so a ruleset that was created, filled and
 /// applied without an error is fully enforced — there is no best-effort mode to fall into.
 pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
-    restrict_with(&policy.rules, policy.min_abi, &policy.network)
+    restrict_with(&policy.rules, policy.min_abi, &policy.network, &policy.unix)
 }
 
 /// [`restrict`] with these rules and no network rules (the quarantine watcher's own wall).
 pub fn restrict_rules(rules: &[crate::policy::Rule], min_abi: u32) -> Result<Enforced, WallError> {
-    restrict_with(rules, min_abi, &crate::config::Network::default())
+    restrict_with(
+        rules,
+        min_abi,
+        &crate::config::Network::default(),
+        &UnixPolicy::default(),
+    )
 }
 
 fn restrict_with(
     rules: &[crate::policy::Rule],
     min_abi: u32,
     net: &crate::config::Network,
+    unix: &UnixPolicy,
 ) -> Result<Enforced, WallError> {
     let have = kernel_abi()?;
     if have < min_abi {
@@ -140,6 +172,12 @@ fn restrict_with(
     if net.is_restricted() && have < 4 {
         return Err(WallError::NetworkUnsupported { have });
     }
+    let guard = match (unix.allow_all, have >= RESOLVE_UNIX_ABI) {
+        (true, _) => UnixGuard::Open,
+        (false, true) => UnixGuard::Landlock,
+        (false, false) if unix.names_sockets() => return Err(WallError::UnixUnsupported { have }),
+        (false, false) => UnixGuard::Seccomp,
+    };
     let abi = ABI::from(i32::try_from(have).unwrap_or(i32::MAX));
     let mut handled_net = BitFlags::<AccessNet>::EMPTY;
     if net.connect_tcp.is_some() {
@@ -155,9 +193,12 @@ fn restrict_with(
     } else {
         0
     };
-    let ruleset =
-        sys::landlock_create_ruleset(AccessFs::from_all(abi).bits(), handled_net.bits(), scopes)
-            .map_err(WallError::Ruleset)?;
+    let mut handled_fs = AccessFs::from_all(abi);
+    if guard == UnixGuard::Open {
+        handled_fs &= !BitFlags::from(AccessFs::ResolveUnix);
+    }
+    let ruleset = sys::landlock_create_ruleset(handled_fs.bits(), handled_net.bits(), scopes)
+        .map_err(WallError::Ruleset)?;
     let ports = [
         (&net.connect_tcp, AccessNet::ConnectTcp),
         (&net.bind_tcp, AccessNet::BindTcp),
@@ -199,6 +240,24 @@ fn restrict_with(
     }
     close_batch(&mut opened);
     drop(parents);
+    if guard == UnixGuard::Landlock {
+        // The named sockets: RESOLVE_UNIX on each socket itself, nothing else.
+        for path in &unix.sockets {
+            let fd = open_path(path, &[]).map_err(|source| WallError::Open {
+                path: path.clone(),
+                source,
+            })?;
+            sys::landlock_add_path_rule(
+                ruleset.as_fd(),
+                fd.as_fd(),
+                BitFlags::from(AccessFs::ResolveUnix).bits(),
+            )
+            .map_err(|source| WallError::Rule {
+                path: path.clone(),
+                source,
+            })?;
+        }
+    }
     // ABI 7: audit the agent's denials (after exec), not the shim's own before it (the
     // self-check's expected refusal of `/` would otherwise be logged on every launch).
     let audit_new_exec = have >= 7;
@@ -215,6 +274,7 @@ fn restrict_with(
         abi: have,
         audit_new_exec,
         scoped,
+        unix: guard,
     })
 }
 
@@ -284,6 +344,10 @@ pub fn features(abi: u32) -> Vec<(&'static str, u32, bool)> {
         ("IOCTL_DEV: device ioctls", 5),
         ("scopes: abstract unix sockets, signals", 6),
         ("audit of denials after exec", 7),
+        (
+            "RESOLVE_UNIX: path-named unix sockets by path",
+            RESOLVE_UNIX_ABI,
+        ),
     ]
     .into_iter()
     .map(|(name, since)| (name, since, abi >= since))

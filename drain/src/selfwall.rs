@@ -143,7 +143,7 @@ pub fn wall_self<K: Kernel>(kernel: &mut K, policy: &Policy) -> Result<Enforced,
         Err(e) => return Err(Error::Threads(None, Some(e))),
     }
     let enforced = kernel.restrict(policy)?;
-    kernel.filter_syscalls(policy)?;
+    kernel.filter_syscalls(policy, &enforced)?;
     kernel.self_check().map_err(Error::SelfCheck)?;
     Ok(enforced)
 }
@@ -155,7 +155,7 @@ mod tests {
     use landwall::launch::Exec;
     use landwall::policy::Access;
     use landwall::seccomp::SeccompError;
-    use landwall::wall::WallError;
+    use landwall::wall::{UnixGuard, WallError};
     use std::io;
 
     #[test]
@@ -225,11 +225,12 @@ mod tests {
                 abi: 7,
                 audit_new_exec: true,
                 scoped: true,
+                unix: UnixGuard::Seccomp,
             })
         }
-        fn filter_syscalls(&mut self, _: &Policy) -> Result<(), SeccompError> {
+        fn filter_syscalls(&mut self, _: &Policy, _: &Enforced) -> Result<(), SeccompError> {
             if self.step("seccomp") {
-                return Err(SeccompError::Install("test".into()));
+                return Err(SeccompError::Install(io::Error::other("test")));
             }
             Ok(())
         }

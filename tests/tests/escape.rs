@@ -708,6 +708,378 @@ fn abstract_socket(who: Who) {
 }
 root_and_user!(escape_abstract_socket, escape_abstract_socket_unprivileged => abstract_socket);
 
+// ---- Path-named Unix sockets, io_uring, keyrings: servers and kernel objects beside the
+// wall (issue 14). Each route is tried behind the shim, by `landwall run` and as a drain
+// job, and with a terminal; the control, outside the wall, reaches the server.
+
+/// The ways an agent is launched, each as a command that runs `attempt`: behind the shim,
+/// by `landwall run`, and (as root, whose drain configuration it is) as a drain job, through
+/// the runner the daemon starts for each job.
+fn launchers(scene: &Scene, attempt: &[OsString]) -> Vec<(&'static str, Command)> {
+    let mut v = vec![("shim", scene.walled(attempt))];
+    let mut run = scene.cmd(landwall_e2e::landwall());
+    run.arg("run").arg("--").args(attempt);
+    v.push(("landwall run", run));
+    if scene.who == Who::Root {
+        let config = scene.sb.root.join("drain.toml");
+        std::fs::write(
+            &config,
+            format!("[drain]\nworktree_roots = [{:?}]\n", scene.sb.root),
+        )
+        .expect("write drain config");
+        let spool = scene.sb.root.join("spool");
+        std::fs::create_dir_all(&spool).expect("mkdir spool");
+        let mut job = scene.cmd(bin_dir().join("landwall-drain"));
+        job.arg("__run-job")
+            .arg("--config")
+            .arg(&config)
+            .arg("--spool")
+            .arg(&spool)
+            .arg("--worktree")
+            .arg(scene.sb.wt())
+            .args(["--agent", "claude", "--parent"])
+            .arg(std::process::id().to_string())
+            .arg("--")
+            .args(attempt);
+        v.push(("drain job", job));
+    }
+    v
+}
+
+/// A server outside the wall on a path-named socket in `run/` (as the user's session bus,
+/// tmux or journald are), which anyone may connect to.
+enum Server {
+    Stream(std::os::unix::net::UnixListener),
+    Datagram(std::os::unix::net::UnixDatagram),
+}
+
+impl Server {
+    fn new(scene: &Scene, datagram: bool) -> (Server, PathBuf) {
+        use std::os::unix::net::{UnixDatagram, UnixListener};
+        let path = scene.run().join(if datagram { "dgram" } else { "bus" });
+        let server = if datagram {
+            let s = UnixDatagram::bind(&path).expect("bind datagram socket");
+            s.set_nonblocking(true).expect("nonblocking");
+            Server::Datagram(s)
+        } else {
+            let s = UnixListener::bind(&path).expect("bind stream socket");
+            s.set_nonblocking(true).expect("nonblocking");
+            Server::Stream(s)
+        };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))
+            .expect("chmod socket");
+        (server, path)
+    }
+
+    /// How many connections or datagrams have arrived since last asked.
+    fn arrivals(&self) -> usize {
+        let mut n = 0;
+        loop {
+            let got = match self {
+                Server::Stream(l) => l.accept().map(drop),
+                Server::Datagram(d) => d.recv(&mut [0u8; 64]).map(drop),
+            };
+            match got {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return n,
+                Err(e) => panic!("server: {e}"),
+            }
+        }
+    }
+}
+
+/// Runs `attempt` through every launcher and in a terminal (each must be refused with
+/// `errno`, and `unchanged` must hold after each), then outside the wall (must escape).
+fn every_launch_refused(
+    scene: &Scene,
+    attempt: &[OsString],
+    errno: &str,
+    unchanged: impl Fn(&str),
+) {
+    for (how, mut cmd) in launchers(scene, attempt) {
+        let out = output(&mut cmd);
+        assert_blocked(&format!("walled ({how})"), &out, Some(errno));
+        unchanged(how);
+    }
+    let out = in_pty(scene, &scene.behind_shim(attempt));
+    let line = child_line(&out).unwrap_or_default();
+    assert!(
+        line.starts_with("child: BLOCKED") && line.contains(errno),
+        "walled (with a terminal): {}",
+        describe(&out)
+    );
+    unchanged("with a terminal");
+}
+
+/// A route to a path-named socket of a server outside the wall: `sub ARGS… PATH`.
+fn unix_route(who: Who, datagram: bool, sub: &str, args: &[&str]) {
+    let scene = Scene::new("esc-unix", who);
+    let (server, path) = Server::new(&scene, datagram);
+    let mut argv: Vec<OsString> = args.iter().map(os).collect();
+    argv.push(os(&path));
+    let attempt = scene.attempt(sub, &argv);
+    every_launch_refused(&scene, &attempt, "EACCES", |how| {
+        assert_eq!(
+            server.arrivals(),
+            0,
+            "{how}: the server heard from the agent"
+        );
+    });
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+    assert_eq!(server.arrivals(), 1, "the control reached the server");
+}
+
+fn unix_stream_server(who: Who) {
+    unix_route(who, false, "unix-connect", &[]);
+}
+root_and_user!(escape_unix_stream_server, escape_unix_stream_server_unprivileged => unix_stream_server);
+
+fn unix_datagram_socket(who: Who) {
+    unix_route(who, true, "unix-send", &["socket"]);
+}
+root_and_user!(escape_unix_datagram_socket, escape_unix_datagram_socket_unprivileged => unix_datagram_socket);
+
+/// A datagram socket pair, re-pointed at the server by `connect`.
+fn unix_socketpair_connect(who: Who) {
+    unix_route(who, true, "unix-send", &["pair-connect"]);
+}
+root_and_user!(escape_unix_datagram_socketpair_connect, escape_unix_datagram_socketpair_connect_unprivileged => unix_socketpair_connect);
+
+/// A datagram socket pair, re-pointed at the server by `sendto`.
+fn unix_socketpair_sendto(who: Who) {
+    unix_route(who, true, "unix-send", &["pair-sendto"]);
+}
+root_and_user!(escape_unix_datagram_socketpair_sendto, escape_unix_datagram_socketpair_sendto_unprivileged => unix_socketpair_sendto);
+
+/// The socket made through the i386 entry (`int 0x80`): `socket` and `socketcall`.
+fn unix_i386(who: Who) {
+    unix_route(who, false, "unix-i386", &["socket"]);
+    unix_route(who, false, "unix-i386", &["socketcall"]);
+}
+root_and_user!(escape_unix_i386_entry, escape_unix_i386_entry_unprivileged => unix_i386);
+
+/// Stream socket pairs still work inside the wall: runtimes build their pipes with them.
+#[test]
+fn unix_stream_socketpair_still_works() {
+    let scene = Scene::new("esc-pair-works", Who::User);
+    let out = output(&mut scene.walled(&scene.attempt::<&str>("stream-pair", &[])));
+    assert!(
+        verdict(&out).starts_with("ESCAPED"),
+        "a stream pair must work: {}",
+        describe(&out)
+    );
+}
+
+/// A tmux server started outside the wall runs what a client asks, unwalled: the agent's
+/// `tmux new-window` would write where the wall refuses. Real tmux, its socket in `run/`.
+fn tmux(who: Who) {
+    let scene = Scene::new("esc-tmux", who);
+    let sock = scene.run().join("tmux");
+    let tmux = |args: &[&OsStr]| -> Command {
+        let mut c = scene.cmd("tmux");
+        c.arg("-S").arg(&sock).args(args);
+        c
+    };
+    let out = output(
+        tmux(&[
+            OsStr::new("-f"),
+            OsStr::new("/dev/null"),
+            OsStr::new("new-session"),
+            OsStr::new("-d"),
+            OsStr::new("sleep 300"),
+        ])
+        .env("SHELL", "/bin/sh"),
+    );
+    assert!(
+        out.status.success(),
+        "tmux server (is tmux installed? `make test-tools`): {}",
+        describe(&out)
+    );
+    struct Kill<'a>(&'a Scene, &'a Path);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ignored = self
+                .0
+                .cmd("tmux")
+                .arg("-S")
+                .arg(self.1)
+                .arg("kill-server")
+                .output();
+        }
+    }
+    let _kill = Kill(&scene, &sock);
+    let mark = scene.sb.outside().join("tmux-ran");
+    let window = format!("touch '{}'", mark.display());
+    let attempt: Vec<OsString> = vec![
+        os("tmux"),
+        os("-S"),
+        os(&sock),
+        os("new-window"),
+        os(&window),
+    ];
+    let waits = |present: bool| {
+        // tmux runs the window's command asynchronously: give it time to appear.
+        for _ in 0..100 {
+            if mark.exists() == present && present {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(mark.exists(), present, "{}", mark.display());
+    };
+    for (how, mut cmd) in launchers(&scene, &attempt) {
+        let out = output(&mut cmd);
+        assert!(!out.status.success(), "walled ({how}): {}", describe(&out));
+        waits(false);
+        eprintln!("walled ({how}): {}", stderr(&out).trim());
+    }
+    let out = in_pty(&scene, &scene.behind_shim(&attempt));
+    assert!(
+        stderr(&out).contains("child: exit 1"),
+        "walled (with a terminal): {}",
+        describe(&out)
+    );
+    waits(false);
+    let out = output(&mut scene.control(&attempt));
+    assert!(out.status.success(), "control: {}", describe(&out));
+    waits(true);
+}
+root_and_user!(escape_unix_tmux, escape_unix_tmux_unprivileged => tmux);
+
+/// io_uring's socket and connect operations never pass through seccomp: the ring itself is
+/// refused (ENOSYS, so runtimes fall back).
+fn io_uring(who: Who) {
+    let scene = Scene::new("esc-io-uring", who);
+    let attempt = scene.attempt::<&str>("io-uring", &[]);
+    every_launch_refused(&scene, &attempt, "ENOSYS", |_| {});
+    assert_escaped("control", &output(&mut scene.control(&attempt)));
+}
+root_and_user!(escape_io_uring, escape_io_uring_unprivileged => io_uring);
+
+/// A key in the user's keyring, added outside by a process of the same uid, removed on drop.
+struct Key<'a> {
+    scene: &'a Scene,
+    name: String,
+}
+
+impl Drop for Key<'_> {
+    fn drop(&mut self) {
+        let _ignored = output(
+            &mut self
+                .scene
+                .control(&self.scene.attempt("key-unlink", &[self.name.as_str()])),
+        );
+    }
+}
+
+/// The user's keyrings (Kerberos caches, stored passwords) can be neither read nor changed.
+fn keyring(who: Who) {
+    let scene = Scene::new("esc-keyring", who);
+    let key = Key {
+        name: format!("landwall-{}", tag(&scene)),
+        scene: &scene,
+    };
+    let secret = format!("secret-{}", tag(&scene));
+    let out = output(
+        &mut scene.control(&scene.attempt("key-add", &[key.name.as_str(), secret.as_str()])),
+    );
+    assert_escaped("the key added outside", &out);
+    let read = scene.attempt("key-read", &[key.name.as_str()]);
+    every_launch_refused(&scene, &read, "EPERM", |_| {});
+    let v = assert_escaped("control (read)", &output(&mut scene.control(&read)));
+    assert!(v.contains(&secret), "{v}");
+    let write = scene.attempt("key-add", &[key.name.as_str(), "changed"]);
+    every_launch_refused(&scene, &write, "EPERM", |_| {});
+    let v = assert_escaped(
+        "after the walled writes",
+        &output(&mut scene.control(&read)),
+    );
+    assert!(v.contains(&secret), "the key was changed: {v}");
+    assert_escaped("control (write)", &output(&mut scene.control(&write)));
+}
+root_and_user!(escape_keyring, escape_keyring_unprivileged => keyring);
+
+/// The kernel's Landlock ABI, as the product reads it.
+fn landlock_abi() -> u32 {
+    landwall::wall::kernel_abi().expect("Landlock ABI")
+}
+
+/// `[unix] sockets` permits one named socket by path (Landlock ABI 9); every other socket
+/// stays refused. On an older kernel the same configuration refuses to launch (78): the
+/// agent does not run.
+fn unix_named_socket(who: Who) {
+    let scene = Scene::new("esc-unix-named", who);
+    let (named, named_path) = Server::new(&scene, false);
+    let other_dir = scene.run().join("other");
+    std::fs::create_dir_all(&other_dir).expect("mkdir");
+    let other_path = other_dir.join("bus");
+    let other = std::os::unix::net::UnixListener::bind(&other_path).expect("bind");
+    other.set_nonblocking(true).expect("nonblocking");
+    std::fs::set_permissions(&other_path, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let cfg = scene
+        .sb
+        .config(&format!("[unix]\nsockets = [{named_path:?}]\n"));
+    let to_named = scene.attempt("unix-connect", &[&named_path]);
+    let out = output(scene.walled(&to_named).env("LANDWALL_CONFIG", &cfg));
+    if landlock_abi() < 9 {
+        assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+        assert!(!scene.sb.ran_in(&scene.sb.wt()), "the agent ran");
+        assert!(stderr(&out).contains("ABI 9"), "{}", describe(&out));
+        assert_eq!(named.arrivals(), 0);
+        return;
+    }
+    assert!(
+        verdict(&out).starts_with("ESCAPED"),
+        "the named socket must connect: {}",
+        describe(&out)
+    );
+    assert_eq!(named.arrivals(), 1);
+    let to_other = scene.attempt("unix-connect", &[&other_path]);
+    let out = output(scene.walled(&to_other).env("LANDWALL_CONFIG", &cfg));
+    assert_blocked("walled (another socket)", &out, Some("EACCES"));
+    assert!(
+        other.accept().is_err(),
+        "the other server heard from the agent"
+    );
+    let out = output(&mut scene.control(&to_other));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_unix_named_socket, escape_unix_named_socket_unprivileged => unix_named_socket);
+
+/// The agent's own sockets in its worktree: reachable where Landlock refuses by path (ABI
+/// 9 lets a domain reach what it made); on older kernels every new Unix socket is refused.
+#[test]
+fn unix_own_socket_in_the_worktree() {
+    let scene = Scene::new("esc-unix-own", Who::User);
+    let path = scene.sb.wt().join("own.sock");
+    let out = output(&mut scene.walled(&scene.attempt("own-socket", &[&path])));
+    if landlock_abi() >= 9 {
+        assert!(
+            verdict(&out).starts_with("ESCAPED"),
+            "its own socket must work: {}",
+            describe(&out)
+        );
+    } else {
+        assert_blocked("walled (ABI < 9)", &out, Some("EACCES"));
+    }
+}
+
+/// `[unix] allow_all` opens the door on purpose: every socket is reachable again.
+#[test]
+fn unix_allow_all_opens_the_door() {
+    let scene = Scene::new("esc-unix-hatch", Who::User);
+    let (server, path) = Server::new(&scene, false);
+    let cfg = scene.sb.config("[unix]\nallow_all = true\n");
+    let out = output(
+        scene
+            .walled(&scene.attempt("unix-connect", &[&path]))
+            .env("LANDWALL_CONFIG", &cfg),
+    );
+    assert!(verdict(&out).starts_with("ESCAPED"), "{}", describe(&out));
+    assert_eq!(server.arrivals(), 1);
+}
+
 // ---- Terminals.
 
 /// Runs `cmd` with a new pty as controlling terminal; returns the launcher's output (its
@@ -733,20 +1105,13 @@ fn tiocsti(who: Who, flag: &str) {
     let attempt = scene.attempt("tiocsti", flags);
     let out = in_pty(&scene, &scene.behind_shim(&attempt));
     assert_blocked("walled (terminal input)", &out, None);
-    match child_line(&out) {
-        // The filter answers EPERM to the x86_64 numbers …
-        Some(line) => assert!(
-            line.starts_with("child: BLOCKED") && line.contains("EPERM"),
-            "{}",
-            describe(&out)
-        ),
-        // … and kills a process that enters through another architecture's table.
-        None => assert!(
-            flag == "--i386" && stderr(&out).contains("child: exit 159"),
-            "{}",
-            describe(&out)
-        ),
-    }
+    // The filter answers EPERM to the x86_64 numbers and to the i386 ones.
+    let line = child_line(&out).unwrap_or_default();
+    assert!(
+        line.starts_with("child: BLOCKED") && line.contains("EPERM"),
+        "{}",
+        describe(&out)
+    );
     let out = in_pty(&scene, &attempt);
     assert_escaped("control (terminal input)", &out);
 }
@@ -773,11 +1138,11 @@ fn escape_tiocsti_i386_entry() {
     tiocsti(Who::Root, "--i386")
 }
 
-/// The terminal filter is left out when the agent has no terminal: no controlling terminal
-/// and none on descriptors 0–2 (CI jobs, pipelines, drain jobs). Such an agent still cannot
-/// push input into the user's terminal, here a pty that is another session's controlling
-/// terminal, opened by its path: taking it over needs CAP_SYS_ADMIN, which the wall has
-/// dropped, and the kernel refuses TIOCSTI on a terminal that is not the caller's. Root only:
+/// An agent with no terminal (no controlling terminal and none on descriptors 0–2: CI jobs,
+/// pipelines, drain jobs) cannot push input into the user's terminal either, here a pty that
+/// is another session's controlling terminal, opened by its path: taking it over needs
+/// CAP_SYS_ADMIN, which the wall has dropped, the kernel refuses TIOCSTI on a terminal that
+/// is not the caller's, and the filter (on every launch) refuses TIOCSTI anyway. Root only:
 /// the control, root with its capabilities, takes the terminal over and injects, while an
 /// unprivileged control is refused by the kernel just the same.
 #[test]
@@ -806,14 +1171,10 @@ fn escape_tiocsti_without_a_terminal() {
         "walled: {walled}\n{}",
         describe(&out)
     );
-    // It ran without a filter of landwall's: the seccomp mode is this test's own.
-    let own = read(Path::new("/proc/self/status"))
-        .lines()
-        .find_map(|l| l.strip_prefix("Seccomp:").map(|v| v.trim().to_string()))
-        .expect("Seccomp in /proc/self/status");
+    // The filter is on without a terminal too.
     assert!(
-        walled.contains(&format!("(seccomp {own})")),
-        "the walled run had a seccomp filter, so this tests nothing new: {walled}"
+        walled.contains("(seccomp 2)"),
+        "the walled run had no seccomp filter: {walled}"
     );
     eprintln!("walled: {}", walled.trim());
     let (out, control) = run(attempt);

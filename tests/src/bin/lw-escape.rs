@@ -222,6 +222,151 @@ mod raw {
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
+    /// A page below 4 GiB (32-bit pointers need one), holding `bytes` at its start.
+    #[cfg(target_arch = "x86_64")]
+    fn low_page(bytes: &[u8]) -> io::Result<*mut libc::c_void> {
+        // SAFETY: mmap(2) with no address hint and no file maps a fresh anonymous page;
+        // nothing else refers to it.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let n = bytes.len().min(4096);
+        // SAFETY: the page is 4096 writable bytes, mapped just above; `n` is at most that.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), page.cast::<u8>(), n) };
+        Ok(page)
+    }
+
+    /// An i386 system call (`int 0x80`): `nr` with three 32-bit arguments.
+    #[cfg(target_arch = "x86_64")]
+    fn int80(nr: u32, a: u32, b: u32, c: u32) -> i32 {
+        let ret: i32;
+        // SAFETY: `int 0x80` enters the kernel's i386 entry with eax = the call number and
+        // ebx, ecx, edx = its arguments (rbx is reserved by the compiler, so it is swapped in
+        // and out of a scratch register). Callers pass integers, or pointers into a page
+        // below 4 GiB that they own; r8–r11 are clobbered and declared.
+        unsafe {
+            std::arch::asm!(
+                "xchg {b}, rbx",
+                "int 0x80",
+                "xchg {b}, rbx",
+                b = inout(reg) u64::from(a) => _,
+                inlateout("eax") nr => ret,
+                in("ecx") b,
+                in("edx") c,
+                out("r8") _,
+                out("r9") _,
+                out("r10") _,
+                out("r11") _,
+            );
+        }
+        ret
+    }
+
+    /// `socket(AF_UNIX, SOCK_STREAM, 0)` through the i386 entry: directly (`socket`, 359)
+    /// or through `socketcall(SYS_SOCKET, args)` (102), whose arguments are in memory.
+    #[cfg(target_arch = "x86_64")]
+    pub fn unix_socket_i386(via_socketcall: bool) -> io::Result<OwnedFd> {
+        let ret = if via_socketcall {
+            let args: Vec<u8> = [1u32, 1, 0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let page = low_page(&args)?;
+            let addr = u32::try_from(page as usize).map_err(io::Error::other)?;
+            let ret = int80(102, 1, addr, 0);
+            // SAFETY: unmaps the page mapped above; nothing refers to it any more.
+            unsafe { libc::munmap(page, 4096) };
+            ret
+        } else {
+            int80(359, 1, 1, 0)
+        };
+        if ret < 0 {
+            return Err(io::Error::from_raw_os_error(-ret));
+        }
+        // SAFETY: the kernel returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+    }
+
+    /// `io_uring_setup(4, params)`: a ring, or the error.
+    pub fn io_uring_setup() -> io::Result<OwnedFd> {
+        // struct io_uring_params is 120 bytes; zeroed asks for the defaults.
+        let mut params = [0u8; 120];
+        // SAFETY: the kernel reads and writes the 120-byte struct `params` points at.
+        let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) };
+        check(fd)?;
+        let fd = RawFd::try_from(fd).map_err(io::Error::other)?;
+        // SAFETY: io_uring_setup returned a new descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// `KEY_SPEC_USER_KEYRING`.
+    const USER_KEYRING: libc::c_long = -4;
+
+    /// `add_key("user", name, value, USER_KEYRING)`: the new key's serial.
+    pub fn add_key(name: &std::ffi::CStr, value: &[u8]) -> io::Result<libc::c_long> {
+        // SAFETY: the type and description are NUL-terminated strings, the payload is
+        // `value.len()` readable bytes; the kernel only reads them.
+        let id = unsafe {
+            libc::syscall(
+                libc::SYS_add_key,
+                c"user".as_ptr(),
+                name.as_ptr(),
+                value.as_ptr(),
+                value.len(),
+                USER_KEYRING,
+            )
+        };
+        check(id)
+    }
+
+    /// The serial of the "user" key `name` in the user's keyrings (`KEYCTL_SEARCH`).
+    pub fn find_key(name: &std::ffi::CStr) -> io::Result<libc::c_long> {
+        // SAFETY: KEYCTL_SEARCH (10) reads the two NUL-terminated strings passed.
+        let id = unsafe {
+            libc::syscall(
+                libc::SYS_keyctl,
+                10 as libc::c_long,
+                USER_KEYRING,
+                c"user".as_ptr(),
+                name.as_ptr(),
+                0 as libc::c_long,
+            )
+        };
+        check(id)
+    }
+
+    /// The payload of key `id` (`KEYCTL_READ`).
+    pub fn read_key(id: libc::c_long) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: KEYCTL_READ (11) writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_keyctl,
+                11 as libc::c_long,
+                id,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(check(n)?).map_err(io::Error::other)?;
+        buf.truncate(n.min(4096));
+        Ok(buf)
+    }
+
+    /// Unlinks key `id` from the user keyring (`KEYCTL_UNLINK`).
+    pub fn unlink_key(id: libc::c_long) -> io::Result<()> {
+        // SAFETY: KEYCTL_UNLINK (9) takes two integers.
+        let r = unsafe { libc::syscall(libc::SYS_keyctl, 9 as libc::c_long, id, USER_KEYRING) };
+        check(r).map(drop)
+    }
+
     /// Borrows descriptor `fd` if it is open in this process (inherited ones included).
     pub fn inherited(fd: RawFd) -> io::Result<BorrowedFd<'static>> {
         // SAFETY: fcntl(F_GETFD) takes no pointers; it only asks whether `fd` is open.
@@ -1263,6 +1408,135 @@ fn ctty(args: &[OsString]) -> ! {
     fail(&format!("exec {}", cmd[0].to_string_lossy()), &e)
 }
 
+// ---- Unix sockets, io_uring, keyrings: the doors beside the wall.
+
+/// `connect` a new stream socket to the path-named socket `path`.
+fn unix_connect(path: &Path) -> Verdict {
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => Escaped(format!("connected to {}", show(path))),
+        Err(e) => blocked(format!("connect {}", show(path)), &e),
+    }
+}
+
+/// `sendto` a datagram from a new datagram socket (`via`: "socket"), or from a datagram
+/// `socketpair` re-pointed by `connect` ("pair-connect") or by `sendto` ("pair-sendto").
+fn unix_send(path: &Path, via: &str) -> Verdict {
+    use std::os::unix::net::UnixDatagram;
+    let msg = b"landwall-escape";
+    let sock = if via == "socket" {
+        UnixDatagram::unbound()
+    } else {
+        UnixDatagram::pair().map(|(a, _b)| a)
+    };
+    let sock = match sock {
+        Ok(s) => s,
+        Err(e) => return blocked(format!("{via}: make a datagram socket"), &e),
+    };
+    let sent = if via == "pair-connect" {
+        sock.connect(path).and_then(|()| sock.send(msg))
+    } else {
+        sock.send_to(msg, path)
+    };
+    match sent {
+        Ok(_) => Escaped(format!("{via}: sent a datagram to {}", show(path))),
+        Err(e) => blocked(format!("{via}: send to {}", show(path)), &e),
+    }
+}
+
+/// A Unix socket made through the i386 entry (`socket`, or `socketcall` with `via`
+/// "socketcall"), then connected to `path` with the native `connect`.
+#[cfg(target_arch = "x86_64")]
+fn unix_i386(path: &Path, via: &str) -> Verdict {
+    use std::os::unix::net::UnixStream;
+    let fd = match raw::unix_socket_i386(via == "socketcall") {
+        Ok(fd) => fd,
+        Err(e) => return blocked(format!("i386 {via}(AF_UNIX)"), &e),
+    };
+    let stream = UnixStream::from(fd);
+    // std has no connect for an existing socket; a raw connect through nix.
+    let un = match nix::sys::socket::UnixAddr::new(path) {
+        Ok(u) => u,
+        Err(e) => return nix_blocked("address", e),
+    };
+    match nix::sys::socket::connect(stream.as_raw_fd(), &un) {
+        Ok(()) => Escaped(format!("i386 {via}: connected to {}", show(path))),
+        Err(e) => nix_blocked(format!("i386 {via}: connect {}", show(path)), e),
+    }
+}
+
+/// A stream socket pair, written and read: what runtimes build their pipes with. ESCAPED
+/// means it works (the suite asserts it still does inside the wall).
+fn stream_pair() -> Verdict {
+    use std::os::unix::net::UnixStream;
+    let (mut a, mut b) = match UnixStream::pair() {
+        Ok(p) => p,
+        Err(e) => return blocked("socketpair(AF_UNIX, SOCK_STREAM)", &e),
+    };
+    let mut got = [0u8; 4];
+    match a.write_all(b"ping").and_then(|()| b.read_exact(&mut got)) {
+        Ok(()) if &got == b"ping" => Escaped("a stream socket pair carries data".into()),
+        Ok(()) => Blocked("the pair carried other bytes".into()),
+        Err(e) => blocked("stream pair", &e),
+    }
+}
+
+/// Binds a stream socket at `path` and connects to it: the agent's own socket.
+fn own_socket(path: &Path) -> Verdict {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let listener = match UnixListener::bind(path) {
+        Ok(l) => l,
+        Err(e) => return blocked(format!("bind {}", show(path)), &e),
+    };
+    match UnixStream::connect(path).and_then(|_| listener.accept()) {
+        Ok(_) => Escaped(format!("connected to its own socket {}", show(path))),
+        Err(e) => blocked(format!("connect to its own {}", show(path)), &e),
+    }
+}
+
+/// An io_uring instance (whose socket and connect operations bypass seccomp).
+fn io_uring() -> Verdict {
+    match raw::io_uring_setup() {
+        Ok(_) => Escaped("made an io_uring instance".into()),
+        Err(e) => blocked("io_uring_setup", &e),
+    }
+}
+
+fn key_name(name: &OsStr) -> std::ffi::CString {
+    std::ffi::CString::new(name.as_bytes()).unwrap_or_else(|_| usage("a key name has no NUL"))
+}
+
+/// Reads the "user" key `name` from the user's keyrings.
+fn key_read(name: &OsStr) -> Verdict {
+    let id = match raw::find_key(&key_name(name)) {
+        Ok(id) => id,
+        Err(e) => return blocked(format!("find key {}", name.to_string_lossy()), &e),
+    };
+    match raw::read_key(id) {
+        Ok(v) => Escaped(format!(
+            "read key {}: {}",
+            name.to_string_lossy(),
+            String::from_utf8_lossy(&v)
+        )),
+        Err(e) => blocked(format!("read key {}", name.to_string_lossy()), &e),
+    }
+}
+
+/// Adds (or changes: add_key updates an existing key) the "user" key `name`.
+fn key_add(name: &OsStr, value: &OsStr) -> Verdict {
+    match raw::add_key(&key_name(name), value.as_bytes()) {
+        Ok(id) => Escaped(format!("added key {} ({id})", name.to_string_lossy())),
+        Err(e) => blocked(format!("add key {}", name.to_string_lossy()), &e),
+    }
+}
+
+/// Removes the "user" key `name` from the user keyring (test cleanup).
+fn key_unlink(name: &OsStr) -> Verdict {
+    match raw::find_key(&key_name(name)).and_then(raw::unlink_key) {
+        Ok(()) => Escaped(format!("unlinked key {}", name.to_string_lossy())),
+        Err(e) => blocked(format!("unlink key {}", name.to_string_lossy()), &e),
+    }
+}
+
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let Some((sub, rest)) = args.split_first() else {
@@ -1302,6 +1576,16 @@ fn main() {
         "kill" => kill(pid_arg(rest, 0), signal_arg(arg(rest, 1, "SIG"))),
         "kill-child" => kill_child(),
         "abstract" => abstract_connect(arg(rest, 0, "NAME")),
+        "unix-connect" => unix_connect(&p(0, "PATH")),
+        "unix-send" => unix_send(&p(1, "PATH"), &arg(rest, 0, "VIA").to_string_lossy()),
+        #[cfg(target_arch = "x86_64")]
+        "unix-i386" => unix_i386(&p(1, "PATH"), &arg(rest, 0, "VIA").to_string_lossy()),
+        "io-uring" => io_uring(),
+        "stream-pair" => stream_pair(),
+        "own-socket" => own_socket(&p(0, "PATH")),
+        "key-read" => key_read(arg(rest, 0, "NAME")),
+        "key-add" => key_add(arg(rest, 0, "NAME"), arg(rest, 1, "VALUE")),
+        "key-unlink" => key_unlink(arg(rest, 0, "NAME")),
         "connect" => tcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
         "mptcp" => mptcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
         "tiocsti" => tiocsti(Encoding::from_args(rest)),
