@@ -1005,6 +1005,37 @@ connect_tcp = [443, 22, 443]
     }
 
     #[test]
+    fn unix_sockets_parse_per_agent_and_widen_from_the_user_file() {
+        let text = r#"
+[unix]
+sockets = ["/run/user/1/ssh.sock"]
+[agents.codex.unix]
+sockets = ["/run/user/1/docker.sock"]
+allow_all = true
+"#;
+        let c = from_str(&p("/c"), text).expect("valid");
+        assert_eq!(c.unix.sockets, vec![p("/run/user/1/ssh.sock")]);
+        assert!(!c.unix_for("claude").allow_all);
+        let codex = c.unix_for("codex");
+        assert!(codex.allow_all);
+        assert_eq!(
+            codex.sockets,
+            vec![p("/run/user/1/ssh.sock"), p("/run/user/1/docker.sock")]
+        );
+        for (bad, line) in [
+            ("[unix]\nsockets = [\"rel.sock\"]", 2),
+            ("[unix]\nsockets = [\"/\"]", 2),
+            ("[unix]\nallow_all = \"yes\"", 2),
+            ("[unix]\nsocket = []", 2),
+        ] {
+            match from_str(&p("/c"), bad) {
+                Err(ConfigError::Invalid { line: l, .. }) => assert_eq!(l, Some(line), "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn hardening_keys_are_validated() {
         for (bad, line) in [
             ("\nhome = \"loose\"", 2),

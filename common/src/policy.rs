@@ -1315,6 +1315,52 @@ mod tests {
     }
 
     #[test]
+    fn unix_sockets_are_checked_against_what_the_agent_can_write() {
+        use std::os::unix::net::UnixListener;
+        let s = Scratch::new("unix");
+        let wt = s.0.join("wt");
+        fs::create_dir_all(&wt).expect("mkdir");
+        // Not under /tmp, which every agent may write.
+        let away = PathBuf::from(format!("/var/tmp/lw-unix-{}", std::process::id()));
+        let _ignored = fs::remove_dir_all(&away);
+        fs::create_dir_all(&away).expect("mkdir");
+        let good = away.join("ok.sock");
+        let _l1 = UnixListener::bind(&good).expect("bind");
+        let in_wt = wt.join("in.sock");
+        let _l2 = UnixListener::bind(&in_wt).expect("bind");
+        let plain = away.join("file");
+        fs::write(&plain, "x").expect("write");
+        let missing = away.join("gone.sock");
+        let mut config = Config::default();
+        config.unix.sockets = vec![good.clone(), missing.clone()];
+        let policy = build(inputs(&wt, None, &config)).expect("policy");
+        assert_eq!(policy.unix.sockets, vec![good.clone()]);
+        assert_eq!(policy.unix.missing, vec![missing]);
+        assert!(policy.unix.names_sockets() && !policy.unix.allow_all);
+        assert!(policy.notes.iter().any(|n| n.contains("gone.sock")));
+        // In the worktree (the agent could put another socket there), and not a socket.
+        for bad in [in_wt, plain, away.clone()] {
+            config.unix.sockets = vec![bad.clone()];
+            match build(inputs(&wt, None, &config)) {
+                Err(PolicyError::UnixSocket { path, .. }) => assert_eq!(path, bad),
+                other => panic!("{}: {other:?}", bad.display()),
+            }
+        }
+        // Through a symlink the agent could repoint.
+        let link = wt.join("link.sock");
+        std::os::unix::fs::symlink(&good, &link).expect("symlink");
+        config.unix.sockets = vec![link];
+        assert!(matches!(
+            build(inputs(&wt, None, &config)),
+            Err(PolicyError::UnixSocket { .. })
+        ));
+        // The default names none.
+        let policy = build(inputs(&wt, None, &Config::default())).expect("policy");
+        assert_eq!(policy.unix, UnixPolicy::default());
+        fs::remove_dir_all(&away).expect("cleanup");
+    }
+
+    #[test]
     fn default_policy_grants_the_seeds_paths() {
         let s = Scratch::new("default");
         let config = Config::default();

@@ -24,6 +24,12 @@
 //!   bytes into the terminal's input types a command into the user's shell after the agent
 //!   exits. The request is compared as 32 bits, as the tty layer reads it: a 64-bit compare
 //!   would let a request with high bits set slip through (CVE-2019-10063).
+//! - **Setuid bits** (`chmod`, `fchmod`, `fchmodat`, `fchmodat2` with S_ISUID in the mode:
+//!   EPERM). Landlock does not restrict changing a file's mode, and a walled root agent, its
+//!   capabilities dropped, still owns `/usr` and `/etc`: it could make any program there
+//!   setuid root for whoever runs it next. (A file created with the bit loses it at its first
+//!   write by a process without CAP_FSETID, so creation modes need no rule. S_ISGID stays
+//!   allowed: `chmod` on a setgid directory passes it back.)
 //! - **MPTCP** (`socket(…, IPPROTO_MPTCP)`: EPROTONOSUPPORT, programs fall back to TCP) when
 //!   TCP port rules are set: Landlock's TCP rules do not cover it.
 //!
@@ -77,7 +83,7 @@ pub struct Refuse {
 
 impl fmt::Display for Refuse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "io_uring, keyrings, terminal input")?;
+        write!(f, "io_uring, keyrings, terminal input, setuid bits")?;
         if self.unix_sockets {
             write!(f, ", Unix sockets")?;
         }
@@ -105,19 +111,16 @@ const fn errno(e: i32) -> u32 {
     RET_ERRNO | (e as u32 & 0xffff)
 }
 
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const AUDIT_ARCH_I386: u32 = 0x4000_0003;
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+/// Any other architecture, for the unit tests.
+#[cfg(test)]
 const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
 
 #[cfg(target_arch = "x86_64")]
 const NATIVE_ARCH: u32 = AUDIT_ARCH_X86_64;
-#[cfg(target_arch = "aarch64")]
-const NATIVE_ARCH: u32 = AUDIT_ARCH_AARCH64;
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-compile_error!("the seccomp filter knows x86_64 and aarch64 only");
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("the seccomp filter knows x86_64's tables only (the packages are amd64)");
 
 /// The x32 table's numbers carry this bit.
 const X32_BIT: u32 = 0x4000_0000;
@@ -131,8 +134,14 @@ const SOCK_TYPE_MASK: u32 = 0xf;
 const SYS_SOCKET: u32 = 1;
 const SYS_SOCKETPAIR: u32 = 8;
 
+/// `S_ISUID`.
+const S_ISUID: u32 = 0o4000;
+
 /// One table's numbers of the calls the filter looks at.
 struct Table {
+    /// `chmod` and `fchmod` (mode in args[1]), `fchmodat` and `fchmodat2` (args[2]).
+    chmod: [u32; 2],
+    chmodat: [u32; 2],
     ioctl: u32,
     socket: u32,
     socketpair: u32,
@@ -147,6 +156,8 @@ const fn nr(n: libc::c_long) -> u32 {
 }
 
 const NATIVE: Table = Table {
+    chmod: [nr(libc::SYS_chmod), nr(libc::SYS_fchmod)],
+    chmodat: [nr(libc::SYS_fchmodat), nr(libc::SYS_fchmodat2)],
     ioctl: nr(libc::SYS_ioctl),
     socket: nr(libc::SYS_socket),
     socketpair: nr(libc::SYS_socketpair),
@@ -166,6 +177,8 @@ const NATIVE: Table = Table {
 /// The i386 table (`arch/x86/entry/syscalls/syscall_32.tbl`).
 #[cfg(target_arch = "x86_64")]
 const I386: Table = Table {
+    chmod: [15, 94],
+    chmodat: [306, 452],
     ioctl: 54,
     socket: 359,
     socketpair: 360,
@@ -195,6 +208,8 @@ enum Label {
     Socket,
     Socketpair,
     Socketcall,
+    Chmod,
+    Chmodat,
     Other,
 }
 
@@ -207,6 +222,8 @@ enum Ins {
     Jeq(u32, To, To),
     /// `if A >= k goto t else goto f`.
     Jge(u32, To, To),
+    /// `if A & k goto t else goto f`.
+    Jset(u32, To, To),
     /// `return k`.
     Ret(u32),
     /// Marks the next instruction.
@@ -216,11 +233,12 @@ enum Ins {
 /// The instructions and their resolved offsets.
 fn assemble(prog: &[Ins]) -> Result<Vec<libc::sock_filter>, SeccompError> {
     // Opcodes: BPF_LD|BPF_W|BPF_ABS, BPF_ALU|BPF_AND|BPF_K, BPF_JMP|BPF_JEQ|BPF_K,
-    // BPF_JMP|BPF_JGE|BPF_K, BPF_RET|BPF_K.
+    // BPF_JMP|BPF_JGE|BPF_K, BPF_JMP|BPF_JSET|BPF_K, BPF_RET|BPF_K.
     const LD: u16 = 0x20;
     const AND: u16 = 0x54;
     const JEQ: u16 = 0x15;
     const JGE: u16 = 0x35;
+    const JSET: u16 = 0x45;
     const RET: u16 = 0x06;
     let mut at: Vec<(Label, usize)> = Vec::new();
     let mut pc = 0usize;
@@ -256,6 +274,7 @@ fn assemble(prog: &[Ins]) -> Result<Vec<libc::sock_filter>, SeccompError> {
             Ins::And(k) => f(AND, 0, 0, k),
             Ins::Jeq(k, t, e) => f(JEQ, offset(pc, t)?, offset(pc, e)?, k),
             Ins::Jge(k, t, e) => f(JGE, offset(pc, t)?, offset(pc, e)?, k),
+            Ins::Jset(k, t, e) => f(JSET, offset(pc, t)?, offset(pc, e)?, k),
             Ins::Ret(k) => f(RET, 0, 0, k),
         });
     }
@@ -265,6 +284,12 @@ fn assemble(prog: &[Ins]) -> Result<Vec<libc::sock_filter>, SeccompError> {
 /// The dispatch on one table's numbers (the number is in A).
 fn dispatch(p: &mut Vec<Ins>, t: &Table, refuse: Refuse) {
     p.push(Ins::Jeq(t.ioctl, To::L(Label::Ioctl), To::Next));
+    for n in t.chmod {
+        p.push(Ins::Jeq(n, To::L(Label::Chmod), To::Next));
+    }
+    for n in t.chmodat {
+        p.push(Ins::Jeq(n, To::L(Label::Chmodat), To::Next));
+    }
     if refuse.unix_sockets || refuse.mptcp {
         p.push(Ins::Jeq(t.socket, To::L(Label::Socket), To::Next));
         if let Some(socketcall) = t.socketcall {
@@ -314,6 +339,16 @@ pub fn program(refuse: Refuse) -> Result<Vec<libc::sock_filter>, SeccompError> {
         Ld(arg_lo(1)),
         Jeq(TIOCSTI, To::L(Eperm), To::Next),
         Jeq(TIOCLINUX, To::L(Eperm), To::L(Allow)),
+    ]);
+    // chmod(path, mode), fchmod(fd, mode), fchmodat(dirfd, path, mode[, flags]): no setuid
+    // bit (the kernel reads the mode as umode_t, so its low bits are all there is).
+    p.extend([
+        Mark(Chmod),
+        Ld(arg_lo(1)),
+        Jset(S_ISUID, To::L(Eperm), To::L(Allow)),
+        Mark(Chmodat),
+        Ld(arg_lo(2)),
+        Jset(S_ISUID, To::L(Eperm), To::L(Allow)),
     ]);
     // socket(domain, type, protocol).
     if refuse.unix_sockets || refuse.mptcp {
@@ -394,6 +429,7 @@ pub(crate) fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]
             0x54 => a &= k,
             0x15 => pc += jump(a == k),
             0x35 => pc += jump(a >= k),
+            0x45 => pc += jump(a & k != 0),
             0x06 => return k,
             other => panic!("opcode {other:#x} not expected"),
         }
@@ -500,6 +536,22 @@ mod tests {
                 native(&p, libc::SYS_ioctl, [0, 0x5401, 0, 0, 0, 0]),
                 RET_ALLOW
             );
+            for (n, at) in [
+                (libc::SYS_chmod, 1),
+                (libc::SYS_fchmod, 1),
+                (libc::SYS_fchmodat, 2),
+                (libc::SYS_fchmodat2, 2),
+            ] {
+                let mode = |m: u64| {
+                    let mut args = [0u64; 6];
+                    args[at] = m;
+                    native(&p, n, args)
+                };
+                assert_eq!(mode(0o4755), errno(libc::EPERM), "{n}");
+                assert_eq!(mode(0o6755), errno(libc::EPERM), "{n}");
+                assert_eq!(mode(0o2755), RET_ALLOW, "{n}");
+                assert_eq!(mode(0o755), RET_ALLOW, "{n}");
+            }
             for n in [libc::SYS_read, libc::SYS_openat, libc::SYS_connect] {
                 assert_eq!(native(&p, n, [1, 2, 3, 4, 5, 6]), RET_ALLOW);
             }
@@ -546,6 +598,9 @@ mod tests {
         assert_eq!(i386(425, [0; 6]), errno(libc::ENOSYS));
         assert_eq!(i386(288, [0; 6]), errno(libc::EPERM));
         assert_eq!(i386(3, [0; 6]), RET_ALLOW, "read");
+        assert_eq!(i386(15, [0, 0o4755, 0, 0, 0, 0]), errno(libc::EPERM));
+        assert_eq!(i386(306, [0, 0, 0o4755, 0, 0, 0]), errno(libc::EPERM));
+        assert_eq!(i386(15, [0, 0o755, 0, 0, 0, 0]), RET_ALLOW);
         // Without the socket rules, socketcall is left alone.
         let open = program(NONE).expect("program");
         assert_eq!(run(&open, AUDIT_ARCH_I386, 102, [1; 6]), RET_ALLOW);
