@@ -2253,6 +2253,30 @@ fn user_config_widens_with(who: Who, extra: &str) {
 }
 root_and_user!(escape_user_config_widens_next_launch, escape_user_config_widens_next_launch_unprivileged => user_config_widens);
 
+/// The agent writes `[unix] allow_all = true` into its per-user configuration to reach
+/// the Unix sockets outside at its next launch: refused (78), the server hears nothing.
+fn user_config_opens_unix(who: Who) {
+    let scene = Scene::new("esc-usercfg-unix", who);
+    let (server, path) = Server::new(&scene, false);
+    let dir = scene.sb.home().join(".config/landwall");
+    plant(
+        &scene,
+        &scene.sb.wt(),
+        &format!(
+            "mkdir -p '{d}' && printf '[unix]\\nallow_all = true\\n' > '{d}/landwall.toml'",
+            d = dir.display()
+        ),
+    );
+    assert!(read(&dir.join("landwall.toml")).contains("allow_all = true"));
+    let attempt = scene.attempt("unix-connect", &[&path]);
+    let err = assert_next_launch_refused(&scene, &scene.sb.wt(), &attempt);
+    assert!(err.contains("per-user configuration"), "{err}");
+    assert_eq!(server.arrivals(), 0, "the server heard from the agent");
+    assert_escaped("control", &output(&mut scene.control(&attempt)));
+    assert_eq!(server.arrivals(), 1);
+}
+root_and_user!(escape_user_config_opens_unix_sockets, escape_user_config_opens_unix_sockets_unprivileged => user_config_opens_unix);
+
 #[test]
 fn user_config_grants_are_honoured_where_the_agent_cannot_write_them() {
     // Strict home: the per-user file is read-only to the agent, so its grants count.
