@@ -272,6 +272,9 @@ pub struct Config {
     /// The keys of the per-user file that widen the wall (`writable`, `env_allow`, …): only
     /// honoured when the agent cannot rewrite that file (see `plan::build_policy`).
     pub user_widening: Vec<&'static str>,
+    /// The device and inode of the per-user file that was read: the judgement of whether the
+    /// agent could have written it must be about that very file (see `plan::build_policy`).
+    pub user_file_id: Option<(u64, u64)>,
     /// Paths the caller keeps out of every grant on top of [`OffLimits::defaults`] (the
     /// drain adds its own spool and home). Not read from any file.
     pub off_limits: Vec<OffLimits>,
@@ -297,6 +300,7 @@ impl Default for Config {
             system_home: HomeMode::default(),
             system_deny: 0,
             user_widening: Vec::new(),
+            user_file_id: None,
             off_limits: Vec::new(),
         }
     }
@@ -389,7 +393,7 @@ impl ConfigPaths {
 /// error (the seeds' default policy applies); an unreadable or invalid one is.
 pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
     let mut config = Config::default();
-    if let Some(text) = read_optional(&paths.system, Trust::RootOwned)? {
+    if let Some((text, _)) = read_optional(&paths.system, Trust::RootOwned)? {
         let raw = parse(&paths.system, &text)?;
         merge(&mut config, raw, &paths.system, &text, Origin::System)?;
         config.sources.push(paths.system.clone());
@@ -398,7 +402,8 @@ pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
     config.system_home = config.home;
     config.system_deny = config.deny.len();
     if let Some(user) = &paths.user {
-        if let Some(text) = read_optional(user, Trust::Any)? {
+        if let Some((text, id)) = read_optional(user, Trust::Any)? {
+            config.user_file_id = id;
             let raw = parse(user, &text)?;
             merge(&mut config, raw, user, &text, Origin::User)?;
             config.sources.push(user.clone());
@@ -429,7 +434,10 @@ enum Trust {
     Any,
 }
 
-fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigError> {
+/// The file's text, and for the per-user file its device and inode.
+type Read = (String, Option<(u64, u64)>);
+
+fn read_optional(path: &Path, trust: Trust) -> Result<Option<Read>, ConfigError> {
     use std::os::unix::fs::MetadataExt;
     let read_err = |source| ConfigError::Read {
         path: path.to_path_buf(),
@@ -441,6 +449,12 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
         Err(e) => return Err(read_err(e)),
     };
     let mut size = 0;
+    let mut id = None;
+    if trust == Trust::Any {
+        let meta = file.metadata().map_err(read_err)?;
+        size = usize::try_from(meta.len()).unwrap_or(0);
+        id = Some((meta.dev(), meta.ino()));
+    }
     if trust == Trust::RootOwned {
         // Checked on the opened file, so a swap after the check cannot change what is read.
         let meta = file.metadata().map_err(read_err)?;
@@ -470,7 +484,7 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<String>, ConfigErro
         }
     }
     crate::read_text(&mut file, size)
-        .map(Some)
+        .map(|text| Some((text, id)))
         .map_err(read_err)
 }
 

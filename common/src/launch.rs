@@ -363,6 +363,7 @@ impl Kernel for LiveKernel {
         let refuse = seccomp::Refuse {
             unix_sockets: enforced.unix == UnixGuard::Seccomp,
             mptcp: policy.network.is_restricted(),
+            setgid: nix::unistd::geteuid().is_root(),
         };
         seccomp::install(refuse)?;
         self.filtered = Some(refuse);

@@ -154,6 +154,59 @@ fn refuse_agent_written_grants(
     } else {
         policy
     };
+    let linked = |why: String| {
+        Error::Policy(policy::PolicyError::AgentLinkedConfig {
+            path: user.to_path_buf(),
+            keys: config.user_widening.join(", "),
+            why,
+        })
+    };
+    // A symlink on the way that sits where the agent can write: it could have made it, in
+    // an earlier launch, pointing at a file of its own elsewhere (found by review). Each
+    // component is looked at as it is, in its real parent directory, without following it.
+    let mut prefix = if user.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        PathBuf::from(".")
+    };
+    for part in user.components() {
+        let std::path::Component::Normal(name) = part else {
+            prefix.push(part);
+            continue;
+        };
+        let parent = std::fs::canonicalize(&prefix)
+            .map_err(|e| linked(format!("{} cannot be resolved ({e})", prefix.display())))?;
+        prefix.push(name);
+        let entry = parent.join(name);
+        let is_link = std::fs::symlink_metadata(&entry)
+            .map_err(|e| linked(format!("{} cannot be read ({e})", entry.display())))?
+            .file_type()
+            .is_symlink();
+        if let Some(rule) = is_link
+            .then(|| judge.decide(&parent).rule)
+            .flatten()
+            .filter(|r| r.access.writes())
+        {
+            return Err(linked(format!(
+                "its path goes through the symbolic link {}, in the writable grant {}",
+                entry.display(),
+                rule.path.display()
+            )));
+        }
+    }
+    // The file that was read is the file judged: a link flipped between the two would
+    // otherwise show one file to the reader and another to the judge.
+    let now = std::fs::metadata(user)
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        })
+        .ok();
+    if now.is_none() || now != config.user_file_id {
+        return Err(linked(
+            "it was replaced while the launch read it".to_string(),
+        ));
+    }
     // Writable itself, or replaceable through its directory.
     let writable = std::iter::once(user)
         .chain(user.parent())

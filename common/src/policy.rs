@@ -107,6 +107,17 @@ pub enum PolicyError {
         /// The grant that makes it writable.
         rule: PathBuf,
     },
+    /// The per-user file widens the wall and is reached through a symlink the agent could
+    /// have made or can repoint, or it changed while it was being judged.
+    #[error("the per-user configuration {} sets {keys}, which widen the wall, but {why}: the agent could have put it there; move those settings to the system configuration, or replace the link with the file itself where the agent cannot write", path.display())]
+    AgentLinkedConfig {
+        /// The per-user file.
+        path: PathBuf,
+        /// Its widening keys.
+        keys: String,
+        /// What is wrong.
+        why: String,
+    },
     /// An agent's state directory under strict home is a symlink.
     #[error("{} is a symbolic link (to {}): under home = \"strict\" an agent's state directory is granted only as the plain directory it is (an agent could have made the link under the writable home); replace the link with the directory, or grant its target in the system configuration's `writable`", path.display(), target.display())]
     StateLink {

@@ -28,8 +28,9 @@
 //!   EPERM). Landlock does not restrict changing a file's mode, and a walled root agent, its
 //!   capabilities dropped, still owns `/usr` and `/etc`: it could make any program there
 //!   setuid root for whoever runs it next. (A file created with the bit loses it at its first
-//!   write by a process without CAP_FSETID, so creation modes need no rule. S_ISGID stays
-//!   allowed: `chmod` on a setgid directory passes it back.)
+//!   write by a process without CAP_FSETID, so creation modes need no rule.) S_ISGID too for
+//!   an agent running as root; an unprivileged one may keep it (`chmod` on a directory of a
+//!   setgid tree passes it back, and its groups are its own).
 //! - **MPTCP** (`socket(…, IPPROTO_MPTCP)`: EPROTONOSUPPORT, programs fall back to TCP) when
 //!   TCP port rules are set: Landlock's TCP rules do not cover it.
 //!
@@ -79,6 +80,9 @@ pub struct Refuse {
     pub unix_sockets: bool,
     /// `socket(…, IPPROTO_MPTCP)`.
     pub mptcp: bool,
+    /// S_ISGID in `chmod` and its kin (S_ISUID always): for an agent running as root, which
+    /// owns `/usr` and `/etc`, a setgid program there would give its users group root.
+    pub setgid: bool,
 }
 
 impl fmt::Display for Refuse {
@@ -89,6 +93,9 @@ impl fmt::Display for Refuse {
         }
         if self.mptcp {
             write!(f, ", MPTCP")?;
+        }
+        if self.setgid {
+            write!(f, ", setgid bits")?;
         }
         Ok(())
     }
@@ -136,6 +143,8 @@ const SYS_SOCKETPAIR: u32 = 8;
 
 /// `S_ISUID`.
 const S_ISUID: u32 = 0o4000;
+/// `S_ISGID`.
+const S_ISGID: u32 = 0o2000;
 
 /// One table's numbers of the calls the filter looks at.
 struct Table {
@@ -341,14 +350,20 @@ pub fn program(refuse: Refuse) -> Result<Vec<libc::sock_filter>, SeccompError> {
         Jeq(TIOCLINUX, To::L(Eperm), To::L(Allow)),
     ]);
     // chmod(path, mode), fchmod(fd, mode), fchmodat(dirfd, path, mode[, flags]): no setuid
-    // bit (the kernel reads the mode as umode_t, so its low bits are all there is).
+    // bit, nor setgid for root (the kernel reads the mode as umode_t, so its low bits are
+    // all there is).
+    let bits = if refuse.setgid {
+        S_ISUID | S_ISGID
+    } else {
+        S_ISUID
+    };
     p.extend([
         Mark(Chmod),
         Ld(arg_lo(1)),
-        Jset(S_ISUID, To::L(Eperm), To::L(Allow)),
+        Jset(bits, To::L(Eperm), To::L(Allow)),
         Mark(Chmodat),
         Ld(arg_lo(2)),
-        Jset(S_ISUID, To::L(Eperm), To::L(Allow)),
+        Jset(bits, To::L(Eperm), To::L(Allow)),
     ]);
     // socket(domain, type, protocol).
     if refuse.unix_sockets || refuse.mptcp {
@@ -443,10 +458,12 @@ mod tests {
     const ALL: Refuse = Refuse {
         unix_sockets: true,
         mptcp: true,
+        setgid: true,
     };
     const NONE: Refuse = Refuse {
         unix_sockets: false,
         mptcp: false,
+        setgid: false,
     };
 
     fn native(p: &[libc::sock_filter], nr: libc::c_long, args: [u64; 6]) -> u32 {
@@ -455,15 +472,14 @@ mod tests {
 
     #[test]
     fn every_variant_assembles() {
-        for unix_sockets in [false, true] {
-            for mptcp in [false, true] {
-                let p = program(Refuse {
-                    unix_sockets,
-                    mptcp,
-                })
-                .expect("assembles");
-                assert!(p.len() < 100, "{} instructions", p.len());
-            }
+        for bits in 0..8 {
+            let p = program(Refuse {
+                unix_sockets: bits & 1 != 0,
+                mptcp: bits & 2 != 0,
+                setgid: bits & 4 != 0,
+            })
+            .expect("assembles");
+            assert!(p.len() < 100, "{} instructions", p.len());
         }
     }
 
@@ -492,11 +508,7 @@ mod tests {
         assert_eq!(pair(1, 4), errno(libc::EACCES));
         assert_eq!(pair(2, 2), RET_ALLOW);
 
-        let open = program(Refuse {
-            unix_sockets: false,
-            mptcp: false,
-        })
-        .expect("program");
+        let open = program(NONE).expect("program");
         assert_eq!(
             native(&open, libc::SYS_socket, [1, 1, 0, 0, 0, 0]),
             RET_ALLOW
@@ -549,7 +561,12 @@ mod tests {
                 };
                 assert_eq!(mode(0o4755), errno(libc::EPERM), "{n}");
                 assert_eq!(mode(0o6755), errno(libc::EPERM), "{n}");
-                assert_eq!(mode(0o2755), RET_ALLOW, "{n}");
+                let setgid = if refuse.setgid {
+                    errno(libc::EPERM)
+                } else {
+                    RET_ALLOW
+                };
+                assert_eq!(mode(0o2755), setgid, "{n}");
                 assert_eq!(mode(0o755), RET_ALLOW, "{n}");
             }
             for n in [libc::SYS_read, libc::SYS_openat, libc::SYS_connect] {

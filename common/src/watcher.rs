@@ -77,8 +77,22 @@ fn watch(pidfd: &OwnedFd, q: &Quarantine, min_abi: u32) -> i32 {
     // Its own wall: it parses what the agent wrote (zlib streams, packs through git), so a
     // flaw there must not reach beyond the object store. Without it, it does nothing: the
     // objects wait in the quarantine for a watcher that can wall itself.
-    if let Err(e) = wall_self(q, min_abi) {
-        log::debug!("quarantine watcher: its own wall: {e}");
+    let enforced = match wall_self(q, min_abi) {
+        Ok(enforced) => enforced,
+        Err(e) => {
+            log::debug!("quarantine watcher: its own wall: {e}");
+            return 1;
+        }
+    };
+    // It parses what the agent wrote: the agent's filter too, so that a watcher taken over
+    // by a crafted object still reaches no server outside through a Unix socket.
+    let refuse = crate::seccomp::Refuse {
+        unix_sockets: enforced.unix == crate::wall::UnixGuard::Seccomp,
+        mptcp: false,
+        setgid: nix::unistd::geteuid().is_root(),
+    };
+    if let Err(e) = crate::seccomp::install(refuse) {
+        log::debug!("quarantine watcher: its seccomp filter: {e}");
         return 1;
     }
     let Some(git) = GIT_CANDIDATES.iter().map(Path::new).find(|p| p.is_file()) else {
@@ -120,7 +134,10 @@ fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
 /// needs to run (the system's programs and libraries, `/etc`, `/proc` for the store's
 /// descriptor path it is given) read-only; `/dev/null`. Nothing of the worktree, `$HOME` or
 /// `/tmp`. Fully enforced at `min_abi` (the launch's own minimum) or above, or an error.
-pub fn wall_self(q: &Quarantine, min_abi: u32) -> Result<(), crate::wall::WallError> {
+pub fn wall_self(
+    q: &Quarantine,
+    min_abi: u32,
+) -> Result<crate::wall::Enforced, crate::wall::WallError> {
     use crate::policy::{Access, Rule};
     let mut rules = Vec::new();
     // Real paths already: opened without following any symlink.
@@ -157,7 +174,7 @@ pub fn wall_self(q: &Quarantine, min_abi: u32) -> Result<(), crate::wall::WallEr
             });
         }
     }
-    crate::wall::restrict_rules(&rules, min_abi).map(drop)
+    crate::wall::restrict_rules(&rules, min_abi)
 }
 
 /// Standard input onto /dev/null, every descriptor above 2 but `keep` closed, cwd `/`.

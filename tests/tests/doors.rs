@@ -424,6 +424,25 @@ fn chmod_setuid_outside(who: Who) {
     );
     assert_eq!(mode(&file), before, "the walled setuid chmod landed");
 
+    // The setgid bit: refused for root (group root for whoever runs the file next), left to
+    // an unprivileged agent, whose groups are its own.
+    let setgid = scene.attempt("chmod", &[file.as_os_str(), "2755".as_ref()]);
+    let out = output(&mut scene.walled(&setgid));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    match who {
+        Who::Root => {
+            assert!(
+                text.starts_with("BLOCKED ") && text.contains("EPERM"),
+                "{text}"
+            );
+            assert_eq!(mode(&file), before, "the walled setgid chmod landed");
+        }
+        Who::User => {
+            assert!(text.starts_with("ESCAPED "), "{text}");
+            assert_eq!(mode(&file), 0o2755);
+        }
+    }
+
     let open = scene.attempt("chmod", &[file.as_os_str(), "666".as_ref()]);
     assert_open("walled chmod 666", &output(&mut scene.walled(&open)));
     assert_eq!(mode(&file), 0o666, "the walled chmod 666 did not land");

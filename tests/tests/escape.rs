@@ -2277,6 +2277,52 @@ fn user_config_opens_unix(who: Who) {
 }
 root_and_user!(escape_user_config_opens_unix_sockets, escape_user_config_opens_unix_sockets_unprivileged => user_config_opens_unix);
 
+/// Found by review: the agent writes a widening configuration in its worktree and points
+/// the home's `~/.config/landwall` at it with a symlink. The next launch in another
+/// worktree, which does not grant the first one, must still see that the path goes through
+/// a link the agent could make: refused (78), nothing written, no socket reached.
+fn user_config_through_a_link(who: Who) {
+    let scene = Scene::new("esc-usercfg-link", who);
+    let (server, socket) = Server::new(&scene, false);
+    let other = scene.sb.root.join("wt2");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&other, uid, gid);
+    }
+    let target = scene.sb.outside().join(format!("planted-{}", tag(&scene)));
+    let home = scene.sb.home();
+    plant(
+        &scene,
+        &scene.sb.wt(),
+        &format!(
+            "mkdir -p cfg '{home}/.config' && printf 'writable = [\"{out}\"]\\n[unix]\\nallow_all = true\\n' > cfg/landwall.toml && ln -sfn \"$PWD/cfg\" '{home}/.config/landwall'",
+            home = home.display(),
+            out = scene.sb.outside().display()
+        ),
+    );
+    assert!(std::fs::symlink_metadata(home.join(".config/landwall"))
+        .expect("the link")
+        .file_type()
+        .is_symlink());
+    for attempt in [
+        scene.attempt("write", &[&target]),
+        scene.attempt("unix-connect", &[&socket]),
+    ] {
+        let err = assert_next_launch_refused(&scene, &other, &attempt);
+        assert!(err.contains("symbolic link"), "{err}");
+    }
+    assert!(!target.exists(), "{} was written", target.display());
+    assert_eq!(server.arrivals(), 0, "the server heard from the agent");
+    let out = output(
+        scene
+            .control(&scene.attempt("write", &[&target]))
+            .current_dir(&other),
+    );
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_user_config_through_a_link, escape_user_config_through_a_link_unprivileged => user_config_through_a_link);
+
 #[test]
 fn user_config_grants_are_honoured_where_the_agent_cannot_write_them() {
     // Strict home: the per-user file is read-only to the agent, so its grants count.
