@@ -30,7 +30,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Check that the wall can go up here: kernel Landlock ABI and features, configuration,
-    /// and which real agent each shim would run. Exits non-zero if the shim could not work.
+    /// which real agent each shim would run, and the doors beside the wall (loopback TCP
+    /// listeners, Unix sockets), each with how to close it. Exits non-zero if the shim could
+    /// not work.
     Doctor,
     /// Show the exact rules and environment the shim would apply here.
     Policy {
@@ -209,6 +211,7 @@ struct PolicyJson<'a> {
     rules: Vec<RuleJson<'a>>,
     denied: &'a [PathBuf],
     network: NetJson<'a>,
+    unix: UnixJson<'a>,
     env: EnvJson,
     notes: &'a [String],
 }
@@ -217,6 +220,15 @@ struct PolicyJson<'a> {
 struct NetJson<'a> {
     connect_tcp: Option<&'a [u16]>,
     bind_tcp: Option<&'a [u16]>,
+}
+
+/// `[unix]`: the named sockets that exist (real paths), the named ones that do not, and the
+/// escape hatch.
+#[derive(Serialize)]
+struct UnixJson<'a> {
+    sockets: &'a [PathBuf],
+    missing: &'a [PathBuf],
+    allow_all: bool,
 }
 
 #[derive(Serialize)]
@@ -352,6 +364,11 @@ fn policy(
             connect_tcp: policy.network.connect_tcp.as_deref(),
             bind_tcp: policy.network.bind_tcp.as_deref(),
         },
+        unix: UnixJson {
+            sockets: &policy.unix.sockets,
+            missing: &policy.unix.missing,
+            allow_all: policy.unix.allow_all,
+        },
         notes: &policy.notes,
         env: EnvJson {
             set: policy
@@ -380,12 +397,14 @@ fn policy(
         serde_json::to_string_pretty(&out).map_err(|e| Error::Output(std::io::Error::other(e)))?
             + "\n"
     } else {
-        printable_lines(&render_policy(&out))
+        printable_lines(&render_policy(&out, landwall::wall::kernel_abi().ok()))
     };
     write_stdout(&text)
 }
 
-fn render_policy(p: &PolicyJson<'_>) -> String {
+/// The policy as text; `abi` (the kernel's Landlock ABI, if it has Landlock) says which guard
+/// keeps the agent from Unix sockets.
+fn render_policy(p: &PolicyJson<'_>, abi: Option<u32>) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let real = p
@@ -429,6 +448,7 @@ fn render_policy(p: &PolicyJson<'_>) -> String {
         ports(p.network.connect_tcp),
         ports(p.network.bind_tcp)
     );
+    let _infallible = writeln!(s, "unix       {}", unix_text(&p.unix, abi));
     let _infallible = writeln!(s, "environment passed: {}", p.env.passed.join(" "));
     if !p.env.set.is_empty() {
         let _infallible = writeln!(s, "environment set: {}", p.env.set.join(" "));
@@ -438,6 +458,50 @@ fn render_policy(p: &PolicyJson<'_>) -> String {
         let _infallible = writeln!(s, "note: {n}");
     }
     s
+}
+
+/// The `unix` line of `landwall policy`: which Unix sockets outside the wall the agent can
+/// reach, and what refuses the rest on a kernel with Landlock `abi`.
+fn unix_text(u: &UnixJson<'_>, abi: Option<u32>) -> String {
+    use landwall::wall::{UnixGuard, RESOLVE_UNIX_ABI};
+    let names_sockets = !u.sockets.is_empty() || !u.missing.is_empty();
+    let named = || {
+        let present = u.sockets.iter().map(|p| p.display().to_string());
+        let missing = u
+            .missing
+            .iter()
+            .map(|p| format!("{} (not there)", p.display()));
+        format!(
+            "named: {}",
+            present.chain(missing).collect::<Vec<_>>().join(", ")
+        )
+    };
+    // Without Landlock no launch goes ahead; say what the configuration asks for.
+    let guard = abi.map(|abi| crate::doctor::unix_guard(u.allow_all, names_sockets, abi));
+    match guard {
+        _ if u.allow_all => {
+            "ALL REACHABLE (allow_all): every Unix socket the user can reach, servers outside the wall that act for the agent included".to_string()
+        }
+        Some(Some(UnixGuard::Landlock)) if names_sockets => format!(
+            "{}; every other socket outside the wall refused by path (Landlock ABI {RESOLVE_UNIX_ABI})",
+            named()
+        ),
+        Some(Some(UnixGuard::Landlock)) => format!(
+            "refused by path (Landlock ABI {RESOLVE_UNIX_ABI}); the agent's own sockets work"
+        ),
+        Some(None) => format!(
+            "{}; REFUSED: this kernel has Landlock ABI {}, and permitting one socket by path needs ABI {RESOLVE_UNIX_ABI}, so launches exit 78",
+            named(),
+            abi.unwrap_or_default()
+        ),
+        None if names_sockets => format!(
+            "{}; every other socket refused by path (needs Landlock ABI {RESOLVE_UNIX_ABI})",
+            named()
+        ),
+        _ => format!(
+            "refused (seccomp: no socket(AF_UNIX); Landlock ABI {RESOLVE_UNIX_ABI} refuses by path)"
+        ),
+    }
 }
 
 fn check(
@@ -530,4 +594,46 @@ fn write_stdout(text: &str) -> Result<(), Error> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(Error::Output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unix<'a>(sockets: &'a [PathBuf], missing: &'a [PathBuf], allow_all: bool) -> UnixJson<'a> {
+        UnixJson {
+            sockets,
+            missing,
+            allow_all,
+        }
+    }
+
+    #[test]
+    fn the_unix_line_says_what_refuses_sockets_on_each_kernel() {
+        let none: &[PathBuf] = &[];
+        let named = [PathBuf::from("/run/user/1000/ssh.sock")];
+        let gone = [PathBuf::from("/run/gone.sock")];
+        assert_eq!(
+            unix_text(&unix(none, none, false), Some(7)),
+            "refused (seccomp: no socket(AF_UNIX); Landlock ABI 9 refuses by path)"
+        );
+        assert_eq!(
+            unix_text(&unix(none, none, false), Some(9)),
+            "refused by path (Landlock ABI 9); the agent's own sockets work"
+        );
+        assert!(unix_text(&unix(&named, &gone, false), Some(9)).starts_with(
+            "named: /run/user/1000/ssh.sock, /run/gone.sock (not there); every other socket"
+        ));
+        let refused = unix_text(&unix(none, &gone, false), Some(8));
+        assert!(
+            refused.starts_with("named: /run/gone.sock (not there); REFUSED")
+                && refused.contains("exit 78"),
+            "{refused}"
+        );
+        for abi in [Some(7), Some(9), None] {
+            assert!(
+                unix_text(&unix(&named, none, true), abi).starts_with("ALL REACHABLE (allow_all)")
+            );
+        }
+    }
 }

@@ -1,29 +1,31 @@
 //! `landwall doctor`: can the wall go up here, what would each shim run, and what does the
-//! policy leave open. Exits non-zero when the shim could not work on this machine.
+//! policy leave open, inside the wall and beside it (servers the agent can still reach).
+//! Exits non-zero when the shim could not work on this machine.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use landwall::agent::{FileId, Found};
 use landwall::config::{self, ConfigPaths, DEFAULT_MIN_ABI};
 use landwall::plan::{self, var};
-use landwall::wall;
+use landwall::wall::{self, UnixGuard};
 
 /// The agents landwall ships shims for.
 pub const KNOWN_AGENTS: &[&str] = &["claude", "opencode", "codex"];
 
 /// Runs the checks; prints a report on stdout; returns the exit status.
 pub fn run(vars: &plan::Vars) -> i32 {
-    let mut out = String::new();
+    let mut r = Report::default();
     let mut ok = true;
-    let mut line = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
 
-    line(format!("landwall {}", env!("CARGO_PKG_VERSION")));
+    r.line(format!("landwall {}", env!("CARGO_PKG_VERSION")));
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let paths = ConfigPaths::from_env(|k| var(vars, k).map(OsString::from));
 
@@ -31,24 +33,24 @@ pub fn run(vars: &plan::Vars) -> i32 {
     let config = match config::load(&paths) {
         Ok(c) => {
             if c.sources.is_empty() {
-                line(format!(
+                r.line(format!(
                     "config      {}: not present; the default policy applies",
                     paths.system.display()
                 ));
             }
             for s in &c.sources {
-                line(format!("config      {}: valid", s.display()));
+                r.line(format!("config      {}: valid", s.display()));
             }
             c
         }
         Err(e) => {
             ok = false;
-            line(format!("config      INVALID: {e}"));
+            r.line(format!("config      INVALID: {e}"));
             config::Config::default()
         }
     };
     if let Some(user) = &paths.user {
-        line(format!(
+        r.line(format!(
             "user config {}: {}; note: under the default policy the agent can write this file (it is under $HOME), and it can add grants for the next launch",
             user.display(),
             if user.exists() { "present" } else { "absent" }
@@ -56,9 +58,11 @@ pub fn run(vars: &plan::Vars) -> i32 {
     }
 
     // Kernel.
-    match wall::kernel_abi() {
+    let kernel = wall::kernel_abi();
+    match &kernel {
         Ok(abi) => {
-            line(format!(
+            let abi = *abi;
+            r.line(format!(
                 "kernel      {} with Landlock ABI {abi}",
                 release.trim()
             ));
@@ -70,7 +74,7 @@ pub fn run(vars: &plan::Vars) -> i32 {
                     }
                     (true, _) => ": enforced",
                 };
-                line(format!(
+                r.line(format!(
                     "  [{}] {name} (ABI {since}){when}",
                     if on { "x" } else { " " }
                 ));
@@ -81,10 +85,10 @@ pub fn run(vars: &plan::Vars) -> i32 {
                 "configured"
             };
             if abi >= config.min_abi {
-                line(format!("min ABI     {} ({source}): met", config.min_abi));
+                r.line(format!("min ABI     {} ({source}): met", config.min_abi));
             } else {
                 ok = false;
-                line(format!(
+                r.line(format!(
                     "min ABI     {} ({source}): NOT MET — the shim refuses to launch agents on this kernel",
                     config.min_abi
                 ));
@@ -92,21 +96,29 @@ pub fn run(vars: &plan::Vars) -> i32 {
         }
         Err(e) => {
             ok = false;
-            line(format!("kernel      {}: {e}", release.trim()));
+            r.line(format!("kernel      {}: {e}", release.trim()));
         }
     }
 
     // Agents.
     let me = plan::current_exe_id().ok();
     for agent in KNOWN_AGENTS {
-        line(agent_line(agent, vars, &config, me));
+        r.line(agent_line(agent, vars, &config, me));
     }
 
     // What the policy for this directory leaves open.
     for l in exposure(vars, &config) {
-        line(l);
+        r.line(l);
     }
-    line(if ok {
+    // The doors beside the wall: loopback listeners, Unix sockets, what the filter refuses.
+    // Their lines quote socket paths and process names any local process chooses, escaped
+    // here, one by one (a newline in a name must not start a line of its own).
+    let doors = doors(&config, kernel.as_ref().ok().copied(), &paths.system);
+    ok &= doors.ok;
+    for l in &doors.lines {
+        r.escaped(l);
+    }
+    r.line(if ok {
         "result      the shim can wall agents in on this machine".to_string()
     } else {
         "result      the shim CANNOT work here; see the lines above".to_string()
@@ -114,7 +126,7 @@ pub fn run(vars: &plan::Vars) -> i32 {
 
     let mut stdout = std::io::stdout().lock();
     if stdout
-        .write_all(crate::cli::printable_lines(&out).as_bytes())
+        .write_all(r.out.as_bytes())
         .and_then(|()| stdout.flush())
         .is_err()
     {
@@ -124,6 +136,33 @@ pub fn run(vars: &plan::Vars) -> i32 {
         0
     } else {
         landwall::exit::DOCTOR_FAILED
+    }
+}
+
+/// Doctor's report: every line made printable as it is added.
+#[derive(Default)]
+struct Report {
+    out: String,
+}
+
+impl Report {
+    /// Adds `s` with control characters escaped line by line (a multi-line message, such as
+    /// a configuration error's, keeps its lines).
+    fn line(&mut self, s: impl AsRef<str>) {
+        self.out.push_str(&crate::cli::printable_lines(s.as_ref()));
+        self.out.push('\n');
+    }
+
+    /// Adds a line whose quoted names were escaped with [`landwall::spool::printable`] when it
+    /// was made (escaping it again would double their backslashes). A line that still holds
+    /// something unprintable is escaped whole.
+    fn escaped(&mut self, s: &str) {
+        if s.chars().any(landwall::spool::is_unprintable) {
+            self.out.push_str(&landwall::spool::printable(s));
+        } else {
+            self.out.push_str(s);
+        }
+        self.out.push('\n');
     }
 }
 
@@ -289,4 +328,930 @@ fn kept_back(quarantine: &Path) -> usize {
             matches!(n.len(), 38 | 62) && n.to_string_lossy().bytes().all(|b| b.is_ascii_hexdigit())
         })
         .count()
+}
+
+// ---- The doors beside the wall: servers outside it that the agent can still reach.
+
+/// What [`doors`] found: its lines, each a finding whose quoted names (socket paths, process
+/// names: any local process chooses them) are already escaped, and whether launches with
+/// this configuration can go ahead on this kernel.
+struct Doors {
+    lines: Vec<String>,
+    ok: bool,
+}
+
+/// How long doctor looks through `/proc/*/fd` for the processes behind the listeners. On a
+/// busy machine it stops there and names the owners found so far.
+const OWNER_BUDGET: Duration = Duration::from_millis(10);
+
+/// At most this many Unix sockets are listed (a desktop has hundreds).
+const MAX_UNIX_LISTED: usize = 40;
+
+/// What keeps the agent from the Unix sockets outside the wall on a kernel with `abi`, as
+/// the launch picks it (`wall::restrict`); `None` when such a launch is refused: sockets
+/// named below ABI 9, where the only alternative would be every socket.
+pub(crate) fn unix_guard(allow_all: bool, names_sockets: bool, abi: u32) -> Option<UnixGuard> {
+    match (allow_all, abi >= wall::RESOLVE_UNIX_ABI) {
+        (true, _) => Some(UnixGuard::Open),
+        (false, true) => Some(UnixGuard::Landlock),
+        (false, false) if names_sockets => None,
+        (false, false) => Some(UnixGuard::Seccomp),
+    }
+}
+
+/// The doors doctor can see, each with how to close it: loopback TCP listeners the agent can
+/// connect to under `[network]`, which guard keeps it from Unix sockets (for each group of
+/// agents with the same `[unix]`), the path-named sockets it reaches when `allow_all` opens
+/// them, and what the seccomp filter refuses. `system` is the file the recipes name.
+fn doors(config: &config::Config, abi: Option<u32>, system: &Path) -> Doors {
+    // Without Landlock there is no launch at all; the kernel line says so.
+    let Some(abi) = abi else {
+        return Doors {
+            lines: Vec::new(),
+            ok: true,
+        };
+    };
+    let groups = unix_groups(config);
+    let seen = look(groups.iter().any(|(u, _)| u.allow_all));
+    let root = landwall::plan::running_as_root();
+    report_doors(config, abi, root, system, &groups, &seen)
+}
+
+/// The shipped agents and the configured ones, grouped by their `[unix]` settings.
+fn unix_groups(config: &config::Config) -> Vec<(config::UnixConfig, Vec<&str>)> {
+    let mut groups: Vec<(config::UnixConfig, Vec<&str>)> = Vec::new();
+    let configured = config.agents.keys().map(String::as_str);
+    for agent in KNOWN_AGENTS.iter().copied().chain(configured) {
+        let unix = config.unix_for(agent);
+        match groups.iter_mut().find(|(u, _)| *u == unix) {
+            Some((_, names)) => {
+                if !names.contains(&agent) {
+                    names.push(agent);
+                }
+            }
+            None => groups.push((unix, vec![agent])),
+        }
+    }
+    groups
+}
+
+/// A port's listening sockets: their addresses and inodes.
+type Listening = (Vec<IpAddr>, Vec<u64>);
+
+/// What doctor saw of the servers on this machine.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Ports listening on a loopback or wildcard address: their addresses and socket inodes.
+    tcp: BTreeMap<u16, Listening>,
+    /// Path-named sockets servers receive on (read only when some agent has `allow_all`).
+    sockets: Vec<UnixListen>,
+    /// The processes found holding those sockets.
+    owners: HashMap<u64, Owner>,
+}
+
+/// Reads `/proc/net/tcp*`, `/proc/net/unix` when `unix`, and looks for the sockets' owners.
+///
+/// Reading `/proc/net/tcp` and `tcp6` costs the kernel a walk of the whole established-
+/// connection hash table each (about 4 ms for 262144 buckets, more on a machine with more
+/// memory), however few sockets they hold; looking through `/proc/*/fd` grows with the
+/// processes, and stops at [`OWNER_BUDGET`]. (Run side by side, the two walks took longer
+/// than one after the other.)
+fn look(unix: bool) -> Seen {
+    let text = |f: &str| String::from_utf8_lossy(&read_proc(f)).into_owned();
+    let tcp = loopback_listeners(&[text("/proc/net/tcp"), text("/proc/net/tcp6")]);
+    let sockets = if unix {
+        reachable_unix_sockets()
+    } else {
+        Vec::new()
+    };
+    let wanted: HashSet<u64> = tcp
+        .values()
+        .flat_map(|(_, inodes)| inodes.iter().copied())
+        .chain(sockets.iter().map(|u| u.inode))
+        .collect();
+    Seen {
+        owners: owners(&wanted, OWNER_BUDGET),
+        tcp,
+        sockets,
+    }
+}
+
+/// The lines for what was `seen`, under `config` on a kernel with Landlock `abi`, for agents
+/// launched as root (`root`) or not.
+fn report_doors(
+    config: &config::Config,
+    abi: u32,
+    root: bool,
+    system: &Path,
+    groups: &[(config::UnixConfig, Vec<&str>)],
+    seen: &Seen,
+) -> Doors {
+    let mut d = Doors {
+        lines: Vec::new(),
+        ok: true,
+    };
+    let system = landwall::spool::printable(&system.to_string_lossy()).into_owned();
+    let (tcp, sockets, owners) = (&seen.tcp, &seen.sockets, &seen.owners);
+    let owned_by = |inodes: &[u64]| {
+        let mut found: Vec<&Owner> = Vec::new();
+        for o in inodes.iter().filter_map(|i| owners.get(i)) {
+            if !found.contains(&o) {
+                found.push(o);
+            }
+        }
+        if found.is_empty() {
+            return String::new();
+        }
+        let named: Vec<String> = found
+            .iter()
+            .take(3)
+            .map(|o| format!("{}, pid {}", landwall::spool::printable(&o.comm), o.pid))
+            .collect();
+        format!(
+            " ({}{})",
+            named.join("; "),
+            if found.len() > 3 { "; …" } else { "" }
+        )
+    };
+
+    // Loopback TCP.
+    let connect = config.network.connect_tcp.as_deref();
+    if config.network.is_restricted() && abi < 4 {
+        d.ok = false;
+        d.lines.push(format!(
+            "tcp         [network] sets TCP port rules, but this kernel has Landlock ABI {abi}: launches are REFUSED (TCP rules need ABI 4, Linux 6.7)"
+        ));
+    } else {
+        let reachable: Vec<(&u16, &Listening)> = tcp
+            .iter()
+            .filter(|(port, _)| connect.is_none_or(|l| l.contains(port)))
+            .collect();
+        let closed = tcp.len() - reachable.len();
+        if reachable.is_empty() {
+            d.lines.push(if tcp.is_empty() {
+                "tcp         no TCP listener on a loopback or wildcard address in this network namespace".to_string()
+            } else {
+                format!(
+                    "tcp         [network] connect_tcp lists none of the {closed} port(s) listening on a loopback or wildcard address here: Landlock (ABI 4) refuses the agent's connections to them"
+                )
+            });
+        } else {
+            let (why, recipe) = match connect {
+                None => (
+                    "[network] connect_tcp is not set".to_string(),
+                    format!(
+                        "set [network] connect_tcp = [443, …] (the ports the agent needs) in {system}; Landlock (ABI 4) then refuses every other port"
+                    ),
+                ),
+                Some(_) => (
+                    format!(
+                        "[network] connect_tcp lists them; Landlock (ABI 4) refuses the other {closed}"
+                    ),
+                    format!(
+                        "take the ports the agent does not need out of [network] connect_tcp in {system}"
+                    ),
+                ),
+            };
+            d.lines.push(format!(
+                "exposure    loopback TCP: the agent can connect to {} listening port(s) in this network namespace, servers outside the wall ({why}); to close: {recipe}",
+                reachable.len()
+            ));
+            for (port, (addrs, inodes)) in reachable {
+                let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+                d.lines.push(format!(
+                    "  tcp port {port:<5} on {}{}",
+                    addrs.join(", "),
+                    owned_by(inodes)
+                ));
+            }
+        }
+    }
+
+    // Unix sockets, and the seccomp filter, for each group of agents.
+    let mut listed = false;
+    for (unix, names) in groups {
+        let who = if groups.len() == 1 {
+            String::new()
+        } else {
+            format!("{}: ", names.join(", "))
+        };
+        let names_sockets = !unix.sockets.is_empty();
+        let guard = unix_guard(unix.allow_all, names_sockets, abi);
+        let shown = |p: &Vec<PathBuf>| {
+            p.iter()
+                .map(|s| landwall::spool::printable(&s.to_string_lossy()).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match guard {
+            None => {
+                d.ok = false;
+                d.lines.push(format!(
+                    "unix        {who}[unix] sockets names {}, but this kernel has Landlock ABI {abi}: launches are REFUSED (exit 78): permitting one socket by path needs ABI {} (Linux 7.1), and the seccomp filter can only refuse every socket; upgrade the kernel or remove `sockets`",
+                    shown(&unix.sockets),
+                    wall::RESOLVE_UNIX_ABI
+                ));
+            }
+            Some(UnixGuard::Seccomp) => d.lines.push(format!(
+                "unix        {who}refused: the seccomp filter refuses socket(AF_UNIX), so no Unix socket outside the wall is reachable (the agent cannot make one for itself either; stream socketpairs work); Landlock ABI {} would refuse by path instead (this kernel has ABI {abi})",
+                wall::RESOLVE_UNIX_ABI
+            )),
+            Some(UnixGuard::Landlock) => d.lines.push(if names_sockets {
+                format!(
+                    "unix        {who}refused by path (Landlock ABI {}) except the agent's own and those [unix] sockets names: {}",
+                    wall::RESOLVE_UNIX_ABI,
+                    shown(&unix.sockets)
+                )
+            } else {
+                format!(
+                    "unix        {who}refused by path (Landlock ABI {}): the agent reaches only its own sockets",
+                    wall::RESOLVE_UNIX_ABI
+                )
+            }),
+            Some(UnixGuard::Open) => {
+                let section = if config.unix.allow_all {
+                    "[unix]".to_string()
+                } else {
+                    names
+                        .iter()
+                        .map(|n| format!("[agents.{n}.unix]"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let abstract_too = if abi < 6 {
+                    " (abstract ones too: Landlock ABI 6 scopes those)"
+                } else {
+                    ""
+                };
+                d.lines.push(format!(
+                    "exposure    {who}Unix sockets: allow_all in {section}: the agent can connect to every Unix socket the user can{abstract_too}, servers outside the wall that act for it (tmux, D-Bus, docker.sock, ssh-agent); to close: remove `allow_all` from {section}; name the sockets the agent needs in `[unix] sockets` in {system} (Landlock ABI {})",
+                    wall::RESOLVE_UNIX_ABI
+                ));
+                if !listed {
+                    listed = true;
+                    for u in sockets.iter().take(MAX_UNIX_LISTED) {
+                        d.lines.push(format!(
+                            "  socket    {}{}{}",
+                            landwall::spool::printable(&u.path.to_string_lossy()),
+                            if u.datagram { " (datagram)" } else { "" },
+                            owned_by(&[u.inode])
+                        ));
+                    }
+                    if sockets.len() > MAX_UNIX_LISTED {
+                        d.lines.push(format!(
+                            "  socket    … and {} more (see /proc/net/unix)",
+                            sockets.len() - MAX_UNIX_LISTED
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(guard) = guard {
+            let refuse = landwall::seccomp::Refuse {
+                unix_sockets: guard == UnixGuard::Seccomp,
+                mptcp: config.network.is_restricted(),
+                setgid: root,
+            };
+            d.lines.push(format!(
+                "seccomp     {who}every launch's filter refuses: {refuse}"
+            ));
+        }
+    }
+    d
+}
+
+/// A process holding a socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner {
+    pid: u32,
+    comm: String,
+}
+
+/// A `/proc` file, read with a large buffer (empty if it cannot be read): for each read that
+/// asks for more than the kernel has at hand, it walks `/proc/net/tcp`'s tables again to the
+/// next socket (to the end, after the last), so reading in small pieces, as
+/// `read_to_string` starts to, costs several walks.
+fn read_proc(path: &str) -> Vec<u8> {
+    use std::io::Read as _;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(2 * len, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    buf.truncate(len);
+    buf
+}
+
+/// The first process found holding each socket of `wanted` (by its inode, as `socket:[N]` in
+/// `/proc/PID/fd`), looking no longer than `budget`: an owner not found by then is not named.
+/// As a user, only that user's processes can be looked into.
+fn owners(wanted: &HashSet<u64>, budget: Duration) -> HashMap<u64, Owner> {
+    let mut found = HashMap::new();
+    if wanted.is_empty() {
+        return found;
+    }
+    let deadline = Instant::now() + budget;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    'procs: for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        for (n, fd) in fds.flatten().enumerate() {
+            if n % 64 == 0 && Instant::now() > deadline {
+                break 'procs;
+            }
+            let Some(inode) = std::fs::read_link(fd.path())
+                .ok()
+                .and_then(|t| socket_inode(t.as_os_str().as_bytes()))
+            else {
+                continue;
+            };
+            if wanted.contains(&inode) && !found.contains_key(&inode) {
+                let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+                let comm = comm.strip_suffix('\n').unwrap_or(&comm).to_string();
+                found.insert(inode, Owner { pid, comm });
+                if found.len() == wanted.len() {
+                    break 'procs;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The inode in a descriptor's link text `socket:[N]`.
+fn socket_inode(link: &[u8]) -> Option<u64> {
+    std::str::from_utf8(link.strip_prefix(b"socket:[")?.strip_suffix(b"]")?)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// A TCP socket in LISTEN state, from `/proc/net/tcp` or `/proc/net/tcp6`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TcpListen {
+    addr: IpAddr,
+    port: u16,
+    inode: u64,
+}
+
+/// `st` of a listening TCP socket (`TCP_LISTEN`).
+const TCP_LISTEN: &str = "0A";
+
+/// The listening sockets in the text of `/proc/net/tcp` or `/proc/net/tcp6`: after the
+/// header, `sl local_address rem_address st … uid timeout inode`, an address being the
+/// kernel's words in hex (`%08X` of each 32 bits as they lie in memory) and `:PORT` in hex.
+fn parse_tcp(text: &str) -> Vec<TcpListen> {
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_ascii_whitespace().collect();
+            if f.len() < 10 || f[3] != TCP_LISTEN {
+                return None;
+            }
+            let (addr, port) = f[1].split_once(':')?;
+            Some(TcpListen {
+                addr: hex_addr(addr)?,
+                port: u16::from_str_radix(port, 16).ok()?,
+                inode: f[9].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// An address as `/proc/net/tcp*` prints it: 8 or 32 hex digits, each group of 8 a 32-bit
+/// word in the machine's byte order.
+fn hex_addr(hex: &str) -> Option<IpAddr> {
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let word = |i: usize| {
+        u32::from_str_radix(hex.get(8 * i..8 * i + 8)?, 16)
+            .ok()
+            .map(u32::to_ne_bytes)
+    };
+    match hex.len() {
+        8 => Some(IpAddr::V4(Ipv4Addr::from(word(0)?))),
+        32 => {
+            let mut b = [0u8; 16];
+            for i in 0..4 {
+                b[4 * i..4 * i + 4].copy_from_slice(&word(i)?);
+            }
+            Some(IpAddr::V6(Ipv6Addr::from(b)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether a connection through loopback reaches a socket bound to `addr`: a loopback
+/// address (IPv4-mapped ones included) or the wildcard.
+fn via_loopback(addr: IpAddr) -> bool {
+    let v4 = |a: Ipv4Addr| a.is_loopback() || a.is_unspecified();
+    match addr {
+        IpAddr::V4(a) => v4(a),
+        IpAddr::V6(a) => {
+            a.is_loopback() || a.is_unspecified() || a.to_ipv4_mapped().is_some_and(v4)
+        }
+    }
+}
+
+/// The ports listening on a loopback or wildcard address in `texts` (of `/proc/net/tcp` and
+/// `tcp6`: this network namespace), each with its addresses and socket inodes.
+fn loopback_listeners(texts: &[String]) -> BTreeMap<u16, Listening> {
+    let mut ports: BTreeMap<u16, Listening> = BTreeMap::new();
+    for text in texts {
+        for l in parse_tcp(text).into_iter().filter(|l| via_loopback(l.addr)) {
+            let (addrs, inodes) = ports.entry(l.port).or_default();
+            if !addrs.contains(&l.addr) {
+                addrs.push(l.addr);
+            }
+            inodes.push(l.inode);
+        }
+    }
+    ports
+}
+
+/// A path-named Unix socket a server receives on, from `/proc/net/unix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct UnixListen {
+    path: PathBuf,
+    inode: u64,
+    datagram: bool,
+}
+
+/// `__SO_ACCEPTCON` in `/proc/net/unix`'s flags: a listening socket.
+const SO_ACCEPTCON: u32 = 0x0001_0000;
+/// `SOCK_DGRAM` in its type column.
+const SOCK_DGRAM: u16 = 2;
+
+/// The listening (and bound datagram) path-named sockets in the text of `/proc/net/unix`:
+/// `Num: RefCount Protocol Flags Type St Inode Path`, the path printed raw after one space.
+/// Abstract names (`@…`, scoped by Landlock ABI 6) and relative ones are left out. A path may
+/// hold a newline, and so forge lines of its own: [`reachable_unix_sockets`] keeps only paths
+/// that are sockets.
+fn parse_unix(text: &[u8]) -> Vec<UnixListen> {
+    text.split(|&b| b == b'\n')
+        .skip(1)
+        .filter_map(parse_unix_line)
+        .collect()
+}
+
+fn parse_unix_line(line: &[u8]) -> Option<UnixListen> {
+    let mut rest = line;
+    let mut f: [&[u8]; 7] = [&[]; 7];
+    for field in &mut f {
+        let start = rest.iter().position(|&b| b != b' ')?;
+        rest = &rest[start..];
+        let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        *field = &rest[..end];
+        rest = &rest[end..];
+    }
+    let path = rest.strip_prefix(b" ")?;
+    fn text(b: &[u8]) -> Option<&str> {
+        std::str::from_utf8(b).ok()
+    }
+    let hex32 = |b: &[u8]| u32::from_str_radix(text(b)?, 16).ok();
+    // `Num:` is a (hashed) kernel pointer: hex, then a colon.
+    hex32(f[0].strip_suffix(b":")?.get(..8)?)?;
+    let flags = hex32(f[3])?;
+    let kind = u16::from_str_radix(text(f[4])?, 16).ok()?;
+    let inode = text(f[6])?.parse().ok()?;
+    if !path.starts_with(b"/") || (flags & SO_ACCEPTCON == 0 && kind != SOCK_DGRAM) {
+        return None;
+    }
+    Some(UnixListen {
+        path: PathBuf::from(std::ffi::OsStr::from_bytes(path)),
+        inode,
+        datagram: kind == SOCK_DGRAM,
+    })
+}
+
+/// The path-named sockets servers listen on that this process can reach: in `/proc/net/unix`
+/// (this network namespace) and a socket at that path in this mount namespace (one that was
+/// unlinked, or lies in another namespace, or is a line forged by a newline in a name, is no
+/// door here). Sorted by path, one entry each.
+fn reachable_unix_sockets() -> Vec<UnixListen> {
+    let text = read_proc("/proc/net/unix");
+    let mut by_path: BTreeMap<PathBuf, UnixListen> = BTreeMap::new();
+    for u in parse_unix(&text) {
+        if !by_path.contains_key(&u.path) && is_socket(&u.path) {
+            by_path.insert(u.path.clone(), u);
+        }
+    }
+    by_path.into_values().collect()
+}
+
+fn is_socket(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv4 address as `/proc/net/tcp` prints it on this machine.
+    fn hex4(a: [u8; 4]) -> String {
+        format!("{:08X}", u32::from_ne_bytes(a))
+    }
+
+    /// An IPv6 address as `/proc/net/tcp6` prints it on this machine.
+    fn hex6(a: Ipv6Addr) -> String {
+        a.octets()
+            .chunks(4)
+            .map(|w| hex4([w[0], w[1], w[2], w[3]]))
+            .collect()
+    }
+
+    fn tcp_line(addr: &str, port: u16, st: &str, inode: u64) -> String {
+        format!(
+            "   0: {addr}:{port:04X} 00000000:0000 {st} 00000000:00000000 00:00000000 00000000  1000        0 {inode} 1 0000000000000000 100 0 0 10 0\n"
+        )
+    }
+
+    const TCP_HEADER: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+
+    fn loopback(text: &str) -> Vec<(IpAddr, u16, u64)> {
+        parse_tcp(text)
+            .into_iter()
+            .filter(|l| via_loopback(l.addr))
+            .map(|l| (l.addr, l.port, l.inode))
+            .collect()
+    }
+
+    #[test]
+    fn tcp_listeners_on_loopback_and_wildcard_ipv4() {
+        let mut text = TCP_HEADER.to_string();
+        text += &tcp_line(&hex4([127, 0, 0, 1]), 631, "0A", 11);
+        text += &tcp_line(&hex4([0, 0, 0, 0]), 22, "0A", 12);
+        text += &tcp_line(&hex4([127, 0, 1, 53]), 53, "0A", 13);
+        // Listening, but on a LAN address; connected (01) and TIME_WAIT (06) on loopback.
+        text += &tcp_line(&hex4([192, 168, 1, 5]), 80, "0A", 14);
+        text += &tcp_line(&hex4([127, 0, 0, 1]), 5000, "01", 15);
+        text += &tcp_line(&hex4([127, 0, 0, 1]), 5001, "06", 16);
+        // Not lines of the table.
+        text += "   1: garbage\n   2: 7F00000G:0050 00000000:0000 0A 0:0 0:0 0 0 0 17\n\n";
+        assert_eq!(parse_tcp(&text).len(), 4);
+        let v4 = |a: [u8; 4]| IpAddr::V4(Ipv4Addr::from(a));
+        assert_eq!(
+            loopback(&text),
+            vec![
+                (v4([127, 0, 0, 1]), 631, 11),
+                (v4([0, 0, 0, 0]), 22, 12),
+                (v4([127, 0, 1, 53]), 53, 13)
+            ]
+        );
+    }
+
+    /// The kernel's own text, as a little-endian machine prints it.
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn tcp_text_as_the_kernel_prints_it() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:0277 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 21373 1 00000000abf9ebd3 100 0 0 10 0\n";
+        assert_eq!(
+            loopback(text),
+            vec![(IpAddr::V4(Ipv4Addr::LOCALHOST), 631, 21373)]
+        );
+        let text6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n   1: 0000000000000000FFFF00000100007F:1F91 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 100 0 0 10 0\n";
+        assert_eq!(
+            loopback(text6),
+            vec![
+                (IpAddr::V6(Ipv6Addr::LOCALHOST), 8080, 4242),
+                (IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()), 8081, 4243)
+            ]
+        );
+    }
+
+    #[test]
+    fn tcp6_listeners_loopback_wildcard_and_mapped() {
+        let mut text = TCP_HEADER.to_string();
+        let v6 = |s: &str| s.parse::<Ipv6Addr>().expect("address");
+        for (addr, port, st, inode) in [
+            ("::1", 8080, "0A", 21),
+            ("::", 8443, "0A", 22),
+            ("::ffff:127.0.0.1", 9000, "0A", 23),
+            ("::ffff:0.0.0.0", 9001, "0A", 24),
+            // Not through loopback: mapped LAN, link-local, global.
+            ("::ffff:10.0.0.1", 9002, "0A", 25),
+            ("fe80::1", 9003, "0A", 26),
+            ("2001:db8::7", 9004, "0A", 27),
+            // Not listening.
+            ("::1", 9005, "01", 28),
+            ("::1", 9006, "08", 29),
+        ] {
+            text += &tcp_line(&hex6(v6(addr)), port, st, inode);
+        }
+        assert_eq!(parse_tcp(&text).len(), 7);
+        let got: Vec<u16> = loopback(&text).iter().map(|l| l.1).collect();
+        assert_eq!(got, vec![8080, 8443, 9000, 9001]);
+        assert_eq!(loopback(&text)[0].0, IpAddr::V6(Ipv6Addr::LOCALHOST));
+    }
+
+    #[test]
+    fn hex_addresses_of_other_lengths_are_refused() {
+        assert_eq!(hex_addr(""), None);
+        assert_eq!(hex_addr("0100007"), None);
+        assert_eq!(hex_addr("0100007F0"), None);
+        assert_eq!(hex_addr("+100007F"), None);
+        assert_eq!(hex_addr("0100007\u{e9}"), None);
+    }
+
+    const UNIX_HEADER: &str = "Num       RefCount Protocol Flags    Type St Inode Path\n";
+
+    fn unix_line(flags: u32, kind: u16, st: u8, inode: u64, path: &str) -> String {
+        format!(
+            "0000000012345678: 00000002 00000000 {flags:08X} {kind:04X} {st:02X} {inode:5}{}{path}\n",
+            if path.is_empty() { "" } else { " " }
+        )
+    }
+
+    fn paths(v: &[UnixListen]) -> Vec<(String, u64, bool)> {
+        v.iter()
+            .map(|u| (u.path.to_string_lossy().into_owned(), u.inode, u.datagram))
+            .collect()
+    }
+
+    #[test]
+    fn unix_listeners_path_named_only() {
+        let mut text = UNIX_HEADER.to_string();
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 101, "/run/dbus/system_bus_socket");
+        // An accepted connection carries its server's path, but does not listen.
+        text += &unix_line(0, 1, 3, 102, "/run/dbus/system_bus_socket");
+        // A bound datagram socket receives: journald's.
+        text += &unix_line(0, SOCK_DGRAM, 7, 103, "/run/systemd/journal/dev-log");
+        // A listening seqpacket socket.
+        text += &unix_line(SO_ACCEPTCON, 5, 1, 104, "/run/seq.sock");
+        // Abstract (Landlock ABI 6 scopes those), unnamed, relative: left out.
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 105, "@/tmp/.X11-unix/X0");
+        text += &unix_line(0, 1, 3, 106, "");
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 107, "rel.sock");
+        // A path with spaces, and one with control characters (any process names its socket).
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 108, "/tmp/my  sock");
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 109, "/tmp/\x1b]0;pwned\x07\t.sock");
+        // Inodes wider than the column.
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 12345678901, "/tmp/wide");
+        // Not lines of the table.
+        text += "garbage\n00000000: 1 2\nZZZZZZZZZZZZZZZZ: 00000002 00000000 00010000 0001 01 110 /tmp/bad\n";
+        let got = parse_unix(text.as_bytes());
+        assert_eq!(
+            paths(&got),
+            vec![
+                ("/run/dbus/system_bus_socket".into(), 101, false),
+                ("/run/systemd/journal/dev-log".into(), 103, true),
+                ("/run/seq.sock".into(), 104, false),
+                ("/tmp/my  sock".into(), 108, false),
+                ("/tmp/\x1b]0;pwned\x07\t.sock".into(), 109, false),
+                ("/tmp/wide".into(), 12345678901, false),
+            ]
+        );
+    }
+
+    /// A newline in a socket's name ends its line in /proc/net/unix: what follows reads as a
+    /// line of its own, which [`reachable_unix_sockets`] weeds out by asking whether the path
+    /// is a socket.
+    #[test]
+    fn a_newline_in_a_socket_name_forges_a_line_that_is_checked() {
+        let s = std::env::temp_dir().join(format!("lw-doctor-{}", std::process::id()));
+        let _ignored = std::fs::remove_dir_all(&s);
+        std::fs::create_dir_all(&s).expect("mkdir");
+        let real = s.join("real.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&real).expect("bind");
+        let forged = format!(
+            "{}/x\n0000000000000000: 00000002 00000000 00010000 0001 01 99 /etc/passwd",
+            s.display()
+        );
+        let mut text = UNIX_HEADER.to_string();
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 98, &forged);
+        text += &unix_line(SO_ACCEPTCON, 1, 1, 97, &real.display().to_string());
+        let got = parse_unix(text.as_bytes());
+        assert_eq!(got.len(), 3, "{got:?}");
+        let kept: Vec<&UnixListen> = got.iter().filter(|u| is_socket(&u.path)).collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].path, real);
+        std::fs::remove_dir_all(&s).expect("cleanup");
+    }
+
+    #[test]
+    fn socket_inodes_from_descriptor_links() {
+        assert_eq!(socket_inode(b"socket:[1068]"), Some(1068));
+        assert_eq!(socket_inode(b"socket:[]"), None);
+        assert_eq!(socket_inode(b"pipe:[1068]"), None);
+        assert_eq!(socket_inode(b"/tmp/socket:[1]"), None);
+    }
+
+    /// The owner search finds this test's own listener, and gives up at once with no time.
+    #[test]
+    fn owners_are_found_through_proc() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let seen = look(false);
+        let (addrs, inodes) = seen.tcp.get(&port).expect("our listener in /proc/net/tcp");
+        assert_eq!(addrs, &vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]);
+        let wanted: HashSet<u64> = inodes.iter().copied().collect();
+        let found = owners(&wanted, Duration::from_secs(5));
+        let me = found.get(&inodes[0]).expect("found");
+        assert_eq!(me.pid, std::process::id());
+        assert!(!me.comm.is_empty() && !me.comm.contains('\n'), "{me:?}");
+        assert!(owners(&wanted, Duration::ZERO).is_empty());
+        assert!(owners(&HashSet::new(), Duration::from_secs(5)).is_empty());
+        drop(l);
+    }
+
+    fn config(text: &str) -> config::Config {
+        config::from_str(Path::new("/etc/landwall/landwall.toml"), text).expect("config")
+    }
+
+    fn seen_tcp(ports: &[(u16, [u8; 4], u64)]) -> Seen {
+        let mut seen = Seen::default();
+        for &(port, a, inode) in ports {
+            let (addrs, inodes) = seen.tcp.entry(port).or_default();
+            addrs.push(IpAddr::V4(Ipv4Addr::from(a)));
+            inodes.push(inode);
+        }
+        seen
+    }
+
+    fn report(text: &str, abi: u32, seen: &Seen) -> (bool, String) {
+        report_as(text, abi, false, seen)
+    }
+
+    fn report_as(text: &str, abi: u32, root: bool, seen: &Seen) -> (bool, String) {
+        let c = config(text);
+        let groups = unix_groups(&c);
+        let d = report_doors(
+            &c,
+            abi,
+            root,
+            Path::new("/etc/landwall/landwall.toml"),
+            &groups,
+            seen,
+        );
+        (d.ok, d.lines.join("\n"))
+    }
+
+    #[test]
+    fn default_policy_every_loopback_listener_is_a_door() {
+        let mut seen = seen_tcp(&[(631, [127, 0, 0, 1], 1), (22, [0, 0, 0, 0], 2)]);
+        seen.owners.insert(
+            1,
+            Owner {
+                pid: 812,
+                comm: "cupsd".into(),
+            },
+        );
+        let (ok, text) = report("", 7, &seen);
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("exposure    loopback TCP: the agent can connect to 2 listening port(s)"),
+            "{text}"
+        );
+        assert!(text.contains("connect_tcp = [443, …]"), "{text}");
+        assert!(text.contains("  tcp port 22    on 0.0.0.0\n"), "{text}");
+        assert!(
+            text.contains("  tcp port 631   on 127.0.0.1 (cupsd, pid 812)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unix        refused: the seccomp filter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("seccomp     every launch's filter refuses: ")
+                && text.contains(", Unix sockets"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("MPTCP") && !text.contains("setgid"),
+            "{text}"
+        );
+        // A root agent owns /usr and /etc: the filter refuses setgid bits too.
+        let (_, root) = report_as("", 7, true, &seen);
+        assert!(root.contains(", setgid bits"), "{root}");
+        let (_, none) = report("", 7, &Seen::default());
+        assert!(none.contains("tcp         no TCP listener"), "{none}");
+    }
+
+    #[test]
+    fn connect_tcp_leaves_only_the_listed_ports() {
+        let seen = seen_tcp(&[(631, [127, 0, 0, 1], 1), (443, [0, 0, 0, 0], 2)]);
+        let (ok, text) = report("[network]\nconnect_tcp = [443]\n", 7, &seen);
+        assert!(ok, "{text}");
+        assert!(text.contains("tcp port 443"), "{text}");
+        assert!(!text.contains("631"), "{text}");
+        assert!(text.contains("refuses the other 1"), "{text}");
+        assert!(text.contains("MPTCP"), "{text}");
+        let (ok, text) = report("[network]\nconnect_tcp = [80]\n", 7, &seen);
+        assert!(ok && !text.contains("exposure"), "{text}");
+        assert!(text.contains("lists none of the 2 port(s)"), "{text}");
+        let (ok, text) = report("[network]\nconnect_tcp = [80]\n", 3, &seen);
+        assert!(!ok && text.contains("launches are REFUSED"), "{text}");
+    }
+
+    #[test]
+    fn unix_guard_by_kernel_and_configuration() {
+        let (ok, text) = report("", 9, &Seen::default());
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("unix        refused by path (Landlock ABI 9)"),
+            "{text}"
+        );
+        assert!(!text.contains("Unix sockets"), "{text}");
+        let named = "[unix]\nsockets = [\"/run/user/1000/ssh.sock\"]\n";
+        let (ok, text) = report(named, 9, &Seen::default());
+        assert!(
+            ok && text.contains(
+                "except the agent's own and those [unix] sockets names: /run/user/1000/ssh.sock"
+            ),
+            "{text}"
+        );
+        let (ok, text) = report(named, 8, &Seen::default());
+        assert!(!ok, "{text}");
+        assert!(text.contains("launches are REFUSED (exit 78)"), "{text}");
+        assert!(!text.contains("seccomp     "), "{text}");
+    }
+
+    #[test]
+    fn allow_all_is_exposure_and_lists_the_sockets_escaped() {
+        let mut seen = Seen::default();
+        for (i, p) in ["/run/dbus/system_bus_socket", "/tmp/\x1b[2J\nforged line"]
+            .into_iter()
+            .enumerate()
+        {
+            seen.sockets.push(UnixListen {
+                path: PathBuf::from(p),
+                inode: i as u64,
+                datagram: i == 1,
+            });
+        }
+        seen.owners.insert(
+            0,
+            Owner {
+                pid: 1,
+                comm: "dbus\x1b]0;x\x07".into(),
+            },
+        );
+        let (ok, text) = report("[unix]\nallow_all = true\n", 7, &seen);
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("exposure    Unix sockets: allow_all in [unix]: the agent can connect to every Unix socket"),
+            "{text}"
+        );
+        assert!(
+            text.contains("to close: remove `allow_all` from [unix]; name the sockets the agent needs in `[unix] sockets`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  socket    /run/dbus/system_bus_socket (dbus\\e]0;x\\x07, pid 1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  socket    /tmp/\\e[2J\\nforged line (datagram)"),
+            "{text}"
+        );
+        assert!(
+            !text.chars().any(|c| c != '\n' && c.is_control()),
+            "{text:?}"
+        );
+        // The filter lets Unix sockets through.
+        let filter = text
+            .lines()
+            .find(|l| l.starts_with("seccomp     "))
+            .expect("seccomp line");
+        assert!(!filter.contains("Unix"), "{filter}");
+    }
+
+    #[test]
+    fn agents_with_their_own_unix_settings_are_reported_apart() {
+        let text =
+            "[agents.codex.unix]\nallow_all = true\n[agents.aider]\nreal = \"/usr/bin/aider\"\n";
+        let (ok, text) = report(text, 7, &Seen::default());
+        assert!(ok, "{text}");
+        assert!(
+            text.contains("unix        claude, opencode, aider: refused: the seccomp filter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("exposure    codex: Unix sockets: allow_all in [agents.codex.unix]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("seccomp     codex: every launch's filter"),
+            "{text}"
+        );
+    }
 }
