@@ -8,7 +8,7 @@
 #   make deb        Debian package (cargo-deb) in target/packages/
 #   make rpm        RPM package (cargo-generate-rpm) in target/packages/
 #   make test-packages  lintian, rpmlint, systemd-analyze, and an install test in a Debian root
-#   make test-kernels   the Landlock tests on Debian's 6.1 and 6.12 kernels under qemu, and here
+#   make test-kernels   the Landlock tests on Debian's 6.1, 6.12 and 7.x kernels under qemu, and here
 #
 # Every recipe runs from the directory of this Makefile, whatever the caller's cwd.
 
@@ -233,7 +233,7 @@ test-packages: package-tools deb rpm
 # What booting Debian's kernels under qemu needs, from Debian's archive, where missing.
 kernel-tools:
 	@missing=(); \
-	for t in qemu-system-x86_64:qemu-system-x86 modinfo:kmod xz:xz-utils cpio:cpio; do \
+	for t in qemu-system-x86_64:qemu-system-x86 modinfo:kmod xz:xz-utils zstd:zstd cpio:cpio; do \
 	  PATH="$$PATH:/usr/sbin:/sbin" command -v "$${t%%:*}" >/dev/null || missing+=("$${t#*:}"); \
 	done; \
 	dpkg-query -W -f='$${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static); \
@@ -244,9 +244,10 @@ kernel-tools:
 	  DEBIAN_FRONTEND=noninteractive "$${sudo[@]}" apt-get install -y -qq --no-install-recommends "$${missing[@]}" </dev/null; \
 	fi
 
-# Boots the newest Debian 6.1 (Landlock ABI 2) and 6.12 (ABI 6) kernels under qemu (and the
-# 6.12 one without Landlock), runs the Landlock tests in each and on this kernel, prints a table
-# kernel x test x result. Kernels are cached in target/kernels/. See docs/kernels.md.
+# Boots the newest Debian 6.1 (Landlock ABI 2), 6.12 (ABI 6) and 7.x (7.1 or later, from
+# trixie-backports: ABI 9 or later) kernels under qemu (and the 6.12 one without Landlock),
+# runs the Landlock tests in each and on this kernel, prints a table kernel x test x result.
+# Kernels are cached in target/kernels/. See docs/kernels.md.
 test-kernels: kernel-tools build
 	CARGO='$(CARGO)' TARGET_DIR='$(TARGET_DIR)' bash $(ROOT)/tests/kernels/run.sh
 

@@ -225,10 +225,11 @@ t_min_abi_2_caps_nnp_seccomp() {
     want_rc 0
     echo "$OUT" | sed 's/^/      /'
     out_has_re $'^NoNewPrivs:\t1$'
-    # No terminal here (stdin /dev/null, no controlling terminal): no terminal filter.
-    out_has_re $'^Seccomp:\t0$'
+    # No terminal here (stdin /dev/null, no controlling terminal): the filter is on anyway
+    # (every launch: Unix sockets, io_uring, keyrings, terminal input).
+    out_has_re $'^Seccomp:\t2$'
     for c in Inh Prm Eff Bnd Amb; do out_has_re "^Cap$c:"$'\t'"0+$"; done
-    # On a terminal (script(1) runs it with a pty as controlling terminal): the filter is on.
+    # On a terminal (script(1) runs it with a pty as controlling terminal): on as well.
     invoke script -qec "$S/shims/claude grep -E '^Seccomp:' /proc/self/status" /dev/null
     want_rc 0
     OUT=$(tr -d '\r' <<<"$OUT")
@@ -293,6 +294,7 @@ t_kernel_landlock_abi() {
     case $PROFILE in
     abi2) expect "Landlock ABI 2" test "$abi" = 2 ;;
     abi6) expect "Landlock ABI 6" test "$abi" = 6 ;;
+    abi9) expect "Landlock ABI 9 or newer ($abi)" test "${abi:-0}" -ge 9 ;;
     nolandlock) expect "no Landlock" test -z "$abi" ;;
     *) expect "Landlock ABI 3 or newer ($abi)" test "${abi:-0}" -ge 3 ;;
     esac
@@ -339,10 +341,11 @@ t_doctor_reports_every_feature() {
     scene dochost
     lw doctor
     want_rc 0
-    local abi line since
+    local abi line since n=0
     abi=$(abi_from_doctor)
     echo "$OUT" | grep -E '^ *\[|^min' | sed 's/^/      /'
     while IFS= read -r line; do
+        n=$((n + 1))
         since=$(sed -n 's/.*(ABI \([0-9]*\)).*/\1/p' <<<"$line")
         if [ "$since" -le "${abi:-0}" ]; then
             expect "listed as available: $line" has "$line" "[x]"
@@ -350,6 +353,7 @@ t_doctor_reports_every_feature() {
             expect "listed as not available: $line" has "$line" "[ ]"
         fi
     done < <(grep -E '^  \[.\] ' <<<"$OUT")
+    expect "doctor lists the features ($n)" test "$n" -ge 7
 }
 
 t_doctor_says_no_landlock() {

@@ -7,22 +7,28 @@
 #   host             the host's kernel, natively (6.18, Landlock ABI 7 on the project's machines)
 #   6.1              the newest linux-image-6.1.0-*-amd64 apt offers (Landlock ABI 2)
 #   6.12             the newest linux-image-6.12.*-amd64 apt offers (Landlock ABI 6)
+#   7.x              the newest linux-image-7.N.*+debM-amd64, N >= 1 (Landlock ABI 9 or later:
+#                    RESOLVE_UNIX), from trixie-backports: split packages, the image in
+#                    linux-binary-*, the modules in linux-modules-*, config in linux-base-*
 #   6.12-nolandlock  the same 6.12 kernel booted with an lsm= list that leaves Landlock out
 #
 # Each guest: qemu's software emulation (-accel tcg -smp 1; the host's KVM does not run stock
 # kernels), the host's root shared read-only over 9p under a tmpfs overlay, the checkout and
 # the target dir mounted at their host paths, and tests/kernels/guest.sh run by
 # tests/kernels/pid1.pl (see tests/kernels/init). Guests boot in parallel, one per core.
-# Kernel packages and what is extracted from them are cached in $TARGET_DIR/kernels/; logs of
-# the last run are in $TARGET_DIR/kernels/logs/.
+# Kernels come from the system's apt sources where they carry them, else from a private apt
+# configuration ($TARGET_DIR/kernels/apt/SUITE/) naming the configured Debian mirror's
+# <codename>-backports (6.12) or trixie-backports (7.x); the system's configuration is left
+# alone. Kernel packages and what is extracted from them are cached in $TARGET_DIR/kernels/
+# (<series>/ and debs/); logs of the last run are in $TARGET_DIR/kernels/logs/.
 #
 # Environment:
 #   CARGO         cargo (default: cargo)
 #   TARGET_DIR    the cargo target dir (default: $CARGO_TARGET_DIR, else target/)
-#   LWK_ONLY      columns to run, space-separated (default: all four)
+#   LWK_ONLY      columns to run, space-separated (default: all five)
 #   LWK_TIMEOUT   seconds a guest may run (default: 600)
 #   LWK_REFRESH=1 pick the newest kernel packages again instead of the cached ones
-# Needs root (apt-get), qemu-system-x86, busybox-static, kmod, xz-utils and cpio: `make
+# Needs root (apt-get), qemu-system-x86, busybox-static, kmod, xz-utils, zstd and cpio: `make
 # test-kernels` installs them.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
@@ -38,16 +44,21 @@ TARGET_DIR=$(cd "$TARGET_DIR" && pwd -P)
 KDIR=$TARGET_DIR/kernels
 LOGS=$KDIR/logs
 TIMEOUT=${LWK_TIMEOUT:-600}
-ALL_COLS=(host 6.1 6.12 6.12-nolandlock)
+ALL_COLS=(host 6.1 6.12 7.x 6.12-nolandlock)
 read -r -a COLS <<<"${LWK_ONLY:-${ALL_COLS[*]}}"
-declare -A PROFILE=([host]=host [6.1]=abi2 [6.12]=abi6 [6.12-nolandlock]=nolandlock)
-declare -A SERIES=([6.1]=6.1 [6.12]=6.12 [6.12-nolandlock]=6.12)
+declare -A PROFILE=([host]=host [6.1]=abi2 [6.12]=abi6 [7.x]=abi9 [6.12-nolandlock]=nolandlock)
+declare -A SERIES=([6.1]=6.1 [6.12]=6.12 [7.x]=7.x [6.12-nolandlock]=6.12)
 # Debian package names: bookworm's 6.1.0-N-amd64; 6.12.N+debM-amd64 (bookworm-security or
-# -backports) or 6.12.N-amd64.
+# -backports) or 6.12.N-amd64; 7.N.M+debK-amd64 from 7.1 on (Landlock ABI 9; trixie-backports
+# or sid). The newest match wins (sort -V).
 declare -A PKG_RE=(
     [6.1]='^linux-image-6\.1\.0-[0-9]+-amd64$'
     [6.12]='^linux-image-6\.12\.[0-9]+(\+deb[0-9]+)?-amd64$'
+    [7.x]='^linux-image-7\.([1-9]|[1-9][0-9])\.[0-9]+(\+deb[0-9]+)?-amd64$'
 )
+# Where a series is found when the system's sources do not carry it: a suite of the
+# configured Debian mirror, in a private apt configuration (%s: this system's codename).
+declare -A APT_SUITE=([6.12]=%s-backports [7.x]=trixie-backports)
 # What the guest's init loads (with their dependencies; built-in ones are skipped).
 MODULES=(virtio_pci 9pnet_virtio 9p overlay loop)
 SUITES=(shim escape drain)
@@ -70,7 +81,7 @@ done
 
 if booting; then
     missing=()
-    for t in qemu-system-x86_64:qemu-system-x86 modinfo:kmod xz:xz-utils cpio:cpio \
+    for t in qemu-system-x86_64:qemu-system-x86 modinfo:kmod xz:xz-utils zstd:zstd cpio:cpio \
         dpkg-deb:dpkg apt-get:apt perl:perl-base; do
         command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}")
     done
@@ -177,36 +188,79 @@ done
 
 # ---- Kernels: pick, download, extract (cached).
 
+# apt's options: none for the system's sources (system_apt), or those of a private
+# configuration (private_apt). APT_NAME names which, for apt_update.
 APT_OPTS=()
-APT_UPDATED=
+APT_NAME=system
+declare -A APT_UPDATED=()
 apt_update() {
-    [ -z "$APT_UPDATED" ] || return 0
-    say "apt-get update"
-    apt-get "${APT_OPTS[@]}" update -qq >/dev/null || say "warning: apt-get update failed"
-    APT_UPDATED=1
+    [ -z "${APT_UPDATED[$APT_NAME]:-}" ] || return 0
+    say "apt-get update ($APT_NAME)"
+    apt-get "${APT_OPTS[@]}" update -qq >/dev/null || say "warning: apt-get update ($APT_NAME) failed"
+    APT_UPDATED[$APT_NAME]=1
 }
-# A private apt configuration with the configured Debian mirror's backports suite, for a
-# system whose sources do not carry a 6.12 kernel. The system's own configuration is left
-# alone; the mirror is read from /etc/apt/sources.list*.
+system_apt() {
+    APT_OPTS=()
+    APT_NAME=system
+}
+# private_apt SERIES: a private apt configuration in $KDIR/apt/SUITE/ with the configured
+# Debian mirror's suite for SERIES (APT_SUITE: <codename>-backports for 6.12, trixie-backports
+# for 7.x), for a system whose sources do not carry that series. The system's own
+# configuration is left alone; the mirror is read from /etc/apt/sources.list*, and the
+# suite's signatures are checked against the system's trusted keys.
 private_apt() {
-    local mirror codename dir=$KDIR/apt
+    local s=$1 mirror codename suite dir
+    suite=${APT_SUITE[$s]:-}
+    [ -n "$suite" ] || return 1
     mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }')
     [ -n "$mirror" ] || mirror=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
         awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { if ($i !~ /security/) { print $i; exit } else break } }')
-    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
-    [ -n "$mirror" ] && [ -n "$codename" ] || return 1
+    if [[ $suite == *%s* ]]; then
+        codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+        [ -n "$codename" ] || return 1
+        suite=${suite/\%s/$codename}
+    fi
+    [ -n "$mirror" ] || return 1
+    dir=$KDIR/apt/$suite
     mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial"
-    echo "deb $mirror $codename-backports main" >"$dir/sources.list"
-    say "no 6.12 kernel in the configured sources; trying $codename-backports from the configured mirror"
+    echo "deb $mirror $suite main" >"$dir/sources.list"
+    say "$s: not in the configured sources; trying $suite from the configured mirror ($mirror)"
     APT_OPTS=(-o "Dir::Etc::SourceList=$dir/sources.list" -o "Dir::Etc::SourceParts=$dir/none"
         -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
-    APT_UPDATED=
+    APT_NAME=$suite
     apt_update
 }
+# pick SERIES: the newest package named like PKG_RE[SERIES] in the current apt sources.
 pick() {
     local re=${PKG_RE[$1]}
-    apt-cache "${APT_OPTS[@]}" search --names-only "^linux-image-${1//./\\.}" 2>/dev/null |
-        awk '{ print $1 }' | grep -E "$re" | sort -V | tail -n 1
+    apt-cache "${APT_OPTS[@]}" search --names-only "$re" 2>/dev/null |
+        awk '{ print $1 }' | { grep -E "$re" || true; } | sort -V | tail -n 1
+}
+# parts PKG: the packages that hold kernel package PKG's files, one a line: PKG, and the
+# packages of the same kernel version it depends on. From Linux 7 (trixie-backports, sid),
+# linux-image-V is an empty package depending on linux-binary-V (vmlinuz), linux-modules-V
+# (the modules) and linux-base-V (config, modules.order, modules.builtin); 6.1's and 6.12's
+# linux-image-V holds everything itself.
+parts() {
+    echo "$1"
+    apt-cache "${APT_OPTS[@]}" show "$1" 2>/dev/null | sed -n '/^$/q; s/^Depends: //p' |
+        tr ',|' '\n\n' | awk -v pkg="$1" -v v="${1#linux-image-}" '{
+            n = $1; sub(/^linux-[a-z]+-/, "", n)
+            if (n == v && $1 != pkg && !seen[$1]++) print $1 }'
+}
+# download SERIES PKG: the .deb files of PKG's parts in $KDIR/debs (fetched unless there
+# already), one path a line.
+download() {
+    local p deb
+    for p in $(parts "$2"); do
+        deb=$(ls "$KDIR/debs/${p}"_*.deb 2>/dev/null | tail -n 1 || true)
+        if [ -z "$deb" ]; then
+            say "$1: downloading $p" >&2
+            (cd "$KDIR/debs" && apt-get "${APT_OPTS[@]}" -o APT::Sandbox::User=root download -q "$p" >/dev/null) || return 1
+            deb=$(ls "$KDIR/debs/${p}"_*.deb | tail -n 1)
+        fi
+        echo "$deb"
+    done
 }
 # Decompresses module file $1 to $2.
 unpack_module() {
@@ -218,41 +272,44 @@ unpack_module() {
     esac
 }
 prepare_series() {
-    local s=$1 dir=$KDIR/$1 pkg deb tmp ver moddir d
+    local s=$1 dir=$KDIR/$1 pkg debs deb tmp ver moddir d f
     if [ -s "$dir/ready" ] && [ -z "${LWK_REFRESH:-}" ]; then
         say "$s: cached $(cat "$dir/ready")"
         return
     fi
+    system_apt
     pkg=$(pick "$s")
     [ -n "$pkg" ] || { apt_update; pkg=$(pick "$s"); }
-    [ -n "$pkg" ] || { private_apt && pkg=$(pick "$s"); } || true
-    [ -n "$pkg" ] || die "$s: no package matching ${PKG_RE[$s]} in apt's sources"
+    [ -n "$pkg" ] || { private_apt "$s" && pkg=$(pick "$s"); } || true
+    [ -n "$pkg" ] || die "$s: no package matching ${PKG_RE[$s]} in apt's sources${APT_SUITE[$s]:+ nor in ${APT_SUITE[$s]//%s/<codename>}}"
     mkdir -p "$KDIR/debs"
-    deb=$(ls "$KDIR/debs/${pkg}"_*.deb 2>/dev/null | tail -n 1 || true)
-    if [ -z "$deb" ]; then
-        say "$s: downloading $pkg"
-        (cd "$KDIR/debs" && apt-get "${APT_OPTS[@]}" -o APT::Sandbox::User=root download -q "$pkg" >/dev/null) || {
-            # The archive keeps a window of builds: the lists may name one that is gone.
-            apt_update
-            pkg=$(pick "$s")
-            (cd "$KDIR/debs" && apt-get "${APT_OPTS[@]}" -o APT::Sandbox::User=root download -q "$pkg" >/dev/null)
-        } || die "$s: apt-get download $pkg failed"
-        deb=$(ls "$KDIR/debs/${pkg}"_*.deb | tail -n 1)
-    fi
-    say "$s: extracting $(basename "$deb")"
+    debs=$(download "$s" "$pkg") || {
+        # The archive keeps a window of builds: the lists may name one that is gone.
+        APT_UPDATED[$APT_NAME]=
+        apt_update
+        pkg=$(pick "$s")
+        debs=$(download "$s" "$pkg")
+    } || die "$s: apt-get download $pkg (or a part of it) failed"
     tmp=$KDIR/tmp-$s
     rm -rf "$tmp" "$dir"
     mkdir -p "$tmp" "$dir/modules"
-    dpkg-deb -x "$deb" "$tmp"
+    for deb in $debs; do
+        say "$s: extracting $(basename "$deb")"
+        dpkg-deb -x "$deb" "$tmp"
+    done
     moddir=
     for d in "$tmp"/lib/modules/* "$tmp"/usr/lib/modules/*; do
         [ ! -d "$d" ] || { moddir=$d; break; }
     done
-    [ -n "$moddir" ] || die "$s: no lib/modules/VERSION in $deb"
+    [ -n "$moddir" ] || die "$s: no lib/modules/VERSION in $debs"
     ver=$(basename "$moddir")
-    [ -f "$tmp/boot/vmlinuz-$ver" ] || die "$s: no /boot/vmlinuz-$ver in $deb"
-    cp "$tmp/boot/vmlinuz-$ver" "$dir/vmlinuz"
-    cp "$tmp/boot/config-$ver" "$dir/config"
+    # vmlinuz and config: in /boot (6.1, 6.12), or in the modules directory (7.x's split
+    # packages).
+    for f in vmlinuz config; do
+        for d in "$tmp/boot/$f-$ver" "$moddir/$f" ""; do [ -z "$d" ] || [ ! -f "$d" ] || break; done
+        [ -n "$d" ] || die "$s: no /boot/$f-$ver or $f in lib/modules/$ver in $pkg's packages"
+        cp "$d" "$dir/$f"
+    done
     # The modules and their dependencies (modinfo's `depends`), dependencies first.
     declare -A modpath=() builtin=() seen=()
     local rel b order=()
@@ -291,7 +348,7 @@ build_initramfs() {
 if booting; then
     declare -A NEED=()
     for c in "${COLS[@]}"; do [ "$c" = host ] || NEED[${SERIES[$c]}]=1; done
-    for s in 6.1 6.12; do
+    for s in 6.1 6.12 7.x; do
         [ -z "${NEED[$s]:-}" ] || { prepare_series "$s"; build_initramfs "$s"; }
     done
 fi
@@ -349,7 +406,7 @@ run_col() {
 }
 
 ORDER=()
-for c in 6.12 6.1 host 6.12-nolandlock; do
+for c in 6.12 7.x 6.1 host 6.12-nolandlock; do
     for x in "${COLS[@]}"; do [ "$x" != "$c" ] || ORDER+=("$c"); done
 done
 SLOTS=$(nproc)

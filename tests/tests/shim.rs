@@ -9,6 +9,11 @@ use std::process::{Command, Stdio};
 
 use landwall_e2e::{helper, os, run, stderr, stdout, Sandbox};
 
+/// The running kernel's Landlock ABI, as the product reads it.
+fn kernel_abi() -> u32 {
+    landwall::wall::kernel_abi().expect("Landlock ABI")
+}
+
 const EACCES: i32 = 13;
 const EXIT_CONFIG: i32 = 78;
 const EXIT_WALL: i32 = 100;
@@ -467,7 +472,8 @@ fn refused_when_the_kernel_has_no_landlock() {
 fn refused_when_the_abi_is_below_the_minimum() {
     let sb = Sandbox::new("minabi");
     sb.agent_script("claude", "true");
-    let cfg = sb.config("min_abi = 10\n");
+    // One above this kernel's: a minimum it cannot meet.
+    let cfg = sb.config(&format!("min_abi = {}\n", kernel_abi() + 1));
     let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
     assert_refused(&sb, &out, EXIT_WALL);
 }
@@ -687,7 +693,8 @@ fn doctor_reports_and_fails_when_the_shim_cannot_work() {
         text.contains(&sb.agents().join("claude-real").display().to_string()),
         "{text}"
     );
-    let cfg = sb.config("min_abi = 10\n");
+    // One above this kernel's: a minimum it cannot meet.
+    let cfg = sb.config(&format!("min_abi = {}\n", kernel_abi() + 1));
     let out = run(sb.landwall().arg("doctor").env("LANDWALL_CONFIG", &cfg));
     assert_eq!(out.status.code(), Some(1));
     let bad = sb.config("nonsense = 1\n");
