@@ -1999,7 +1999,8 @@ fn nested_lost_gitfile(who: Who) {
 }
 root_and_user!(escape_nested_worktree_lost_git_file, escape_nested_worktree_lost_git_file_unprivileged => nested_lost_gitfile);
 
-/// Runs `c` and fails the test if it has not exited within `secs` (then kills it).
+/// Runs `c` and fails the test if it has not exited within `secs` (then kills it). A hang on
+/// a FIFO lasts forever; `secs` only has to outlast a slow machine (a loaded one under qemu).
 fn within_secs(mut c: Command, secs: u64) -> Output {
     let child = c
         .stdin(Stdio::null())
@@ -2029,7 +2030,7 @@ fn fifo_gitfile(who: Who) {
     let attempt = scene.attempt("list", &[&scene.sb.outside()]);
     let mut next = scene.walled(&attempt);
     next.current_dir(&linked);
-    let out = within_secs(next, 1);
+    let out = within_secs(next, 10);
     assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
     assert!(!scene.sb.ran_in(&linked));
     assert!(
@@ -2040,7 +2041,7 @@ fn fifo_gitfile(who: Who) {
     for args in [&["policy"][..], &["check", "x"], &["doctor"]] {
         let mut c = scene.cmd(landwall_e2e::landwall());
         c.args(args).current_dir(&linked);
-        let out = within_secs(c, 1);
+        let out = within_secs(c, 10);
         assert!(
             stdout(&out).contains("not a regular file")
                 || stderr(&out).contains("not a regular file"),
