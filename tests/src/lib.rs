@@ -6,8 +6,9 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// Where all scratch directories go.
 pub const SCRATCH_ROOT: &str = "/var/tmp/landwall-tests";
@@ -239,4 +240,106 @@ pub fn run(c: &mut Command) -> Output {
 pub fn os(bytes: &[u8]) -> &OsStr {
     use std::os::unix::ffi::OsStrExt;
     OsStr::from_bytes(bytes)
+}
+
+// ---- Users, for the escape suites (tests/tests/escape.rs, tests/tests/doors.rs).
+
+/// Who runs an attempt in the escape suites (and the shim in front of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// root.
+    Root,
+    /// The unprivileged system user [`TEST_USER`].
+    User,
+}
+
+/// The unprivileged user the `…_unprivileged` tests run as.
+pub const TEST_USER: &str = "landwall-test";
+
+fn id_of(flag: &str) -> Option<u32> {
+    let out = Command::new("id").arg(flag).arg(TEST_USER).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    stdout(&out).trim().parse().ok()
+}
+
+/// The unprivileged test user's uid and gid, creating the system user on first use.
+pub fn test_user() -> (u32, u32) {
+    static USER: OnceLock<(u32, u32)> = OnceLock::new();
+    *USER.get_or_init(|| {
+        let mut last = String::new();
+        for _ in 0..20 {
+            if let (Some(uid), Some(gid)) = (id_of("-u"), id_of("-g")) {
+                return (uid, gid);
+            }
+            // Another test process may be creating it at the same time: useradd then fails
+            // on its lock, and the next look-up finds the user.
+            let out = Command::new("useradd")
+                .args(["--system", "--no-create-home", TEST_USER])
+                .output()
+                .expect("run useradd");
+            last = stderr(&out);
+        }
+        panic!("cannot create the user {TEST_USER}: {last}")
+    })
+}
+
+/// `chown -hR uid:gid path`.
+pub fn chown_tree(path: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).expect("chown");
+    if std::fs::symlink_metadata(path).expect("stat").is_dir() {
+        for entry in std::fs::read_dir(path).expect("read dir") {
+            chown_tree(&entry.expect("entry").path(), uid, gid);
+        }
+    }
+}
+
+// ---- Attempts, for the escape suites: one line, `ESCAPED …` or `BLOCKED …`.
+
+/// Runs `c` with stdin on /dev/null and collects its output.
+pub fn output(c: &mut Command) -> Output {
+    c.stdin(Stdio::null()).output().expect("spawn")
+}
+
+/// Copies `src` to `dst` with `install OPTS`, a separate process. A program this test
+/// process wrote itself could be briefly busy: a parallel test's fork inherits the writing
+/// descriptor until it execs, and exec then fails with ETXTBSY. Programs the tests run are
+/// therefore never opened for writing here.
+pub fn install(src: &Path, dst: &Path, opts: &[&str]) {
+    let out = Command::new("install")
+        .args(opts)
+        .arg(src)
+        .arg(dst)
+        .output()
+        .expect("run install");
+    assert!(
+        out.status.success(),
+        "install {}: {}",
+        dst.display(),
+        stderr(&out)
+    );
+}
+
+/// Status, stdout and stderr, for an assertion message.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    )
+}
+
+/// The one line an attempt prints.
+pub fn verdict(out: &Output) -> String {
+    let text = stdout(out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "an attempt prints exactly one line:\n{}",
+        describe(out)
+    );
+    lines[0].to_string()
 }

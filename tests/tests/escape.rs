@@ -15,58 +15,13 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 
-use landwall_e2e::{bin_dir, stderr, stdout, Sandbox};
+use landwall_e2e::{
+    bin_dir, chown_tree, describe, install, output, stderr, stdout, test_user, verdict, Sandbox,
+    Who, TEST_USER,
+};
 
 // ---- The harness.
-
-/// Who runs the attempt (and the shim in front of it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Who {
-    Root,
-    User,
-}
-
-const TEST_USER: &str = "landwall-test";
-
-fn id_of(flag: &str) -> Option<u32> {
-    let out = Command::new("id").arg(flag).arg(TEST_USER).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    stdout(&out).trim().parse().ok()
-}
-
-/// The unprivileged test user's uid and gid, creating the system user on first use.
-fn test_user() -> (u32, u32) {
-    static USER: OnceLock<(u32, u32)> = OnceLock::new();
-    *USER.get_or_init(|| {
-        let mut last = String::new();
-        for _ in 0..20 {
-            if let (Some(uid), Some(gid)) = (id_of("-u"), id_of("-g")) {
-                return (uid, gid);
-            }
-            // Another test process may be creating it at the same time: useradd then fails
-            // on its lock, and the next look-up finds the user.
-            let out = Command::new("useradd")
-                .args(["--system", "--no-create-home", TEST_USER])
-                .output()
-                .expect("run useradd");
-            last = stderr(&out);
-        }
-        panic!("cannot create the user {TEST_USER}: {last}")
-    })
-}
-
-fn chown_tree(path: &Path, uid: u32, gid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).expect("chown");
-    if std::fs::symlink_metadata(path).expect("stat").is_dir() {
-        for entry in std::fs::read_dir(path).expect("read dir") {
-            chown_tree(&entry.expect("entry").path(), uid, gid);
-        }
-    }
-}
 
 /// One test's scene: a sandbox whose stand-in agent runs its arguments (`exec "$@"`), a copy
 /// of `lw-escape` the agent can execute, and `run/` for the launchers' reports.
@@ -185,51 +140,6 @@ impl Scene {
 
 fn os(s: impl AsRef<OsStr>) -> OsString {
     s.as_ref().to_os_string()
-}
-
-fn output(c: &mut Command) -> Output {
-    c.stdin(Stdio::null()).output().expect("spawn")
-}
-
-/// Copies `src` to `dst` with `install OPTS`, a separate process. A program this test
-/// process wrote itself could be briefly busy: a parallel test's fork inherits the writing
-/// descriptor until it execs, and exec then fails with ETXTBSY. Programs the tests run are
-/// therefore never opened for writing here.
-fn install(src: &Path, dst: &Path, opts: &[&str]) {
-    let out = Command::new("install")
-        .args(opts)
-        .arg(src)
-        .arg(dst)
-        .output()
-        .expect("run install");
-    assert!(
-        out.status.success(),
-        "install {}: {}",
-        dst.display(),
-        stderr(&out)
-    );
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        stdout(out),
-        stderr(out)
-    )
-}
-
-/// The one line an attempt prints.
-fn verdict(out: &Output) -> String {
-    let text = stdout(out);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "an attempt prints exactly one line:\n{}",
-        describe(out)
-    );
-    lines[0].to_string()
 }
 
 /// The attempt failed, with `errno` in its reason when given.

@@ -127,48 +127,13 @@ mod raw {
     pub fn tiocsti_i386(fd: BorrowedFd<'_>, ch: u8) -> io::Result<()> {
         /// `ioctl` in the i386 system call table.
         const NR_IOCTL_I386: u32 = 54;
-        // SAFETY: mmap(2) with no address hint and no file maps a fresh anonymous page;
-        // nothing else refers to it.
-        let page = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
-                -1,
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let byte = page.cast::<u8>();
-        // SAFETY: `byte` points at the start of the writable page mapped just above.
-        unsafe { byte.write(ch) };
-        let addr = u32::try_from(byte as usize).map_err(io::Error::other)?;
+        let page = low_page(&[ch])?;
+        let addr = u32::try_from(page as usize).map_err(io::Error::other)?;
         let request = u32::try_from(libc::TIOCSTI).map_err(io::Error::other)?;
-        let fd = u64::try_from(fd.as_raw_fd()).map_err(io::Error::other)?;
-        let ret: i32;
-        // SAFETY: `int 0x80` enters the kernel's i386 entry with eax = the call number and
-        // ebx, ecx, edx = its arguments (rbx is reserved by the compiler, so it is swapped in
-        // and out of a scratch register). The kernel reads one byte at `addr`, inside the
-        // page mapped above, and clobbers r8–r11, which are declared.
-        unsafe {
-            std::arch::asm!(
-                "xchg {b}, rbx",
-                "int 0x80",
-                "xchg {b}, rbx",
-                b = inout(reg) fd => _,
-                inlateout("eax") NR_IOCTL_I386 => ret,
-                in("ecx") request,
-                in("edx") addr,
-                out("r8") _,
-                out("r9") _,
-                out("r10") _,
-                out("r11") _,
-            );
-        }
-        // SAFETY: unmaps the page mapped above; `byte` is not used after this.
+        let fd = u32::try_from(fd.as_raw_fd()).map_err(io::Error::other)?;
+        // The kernel reads one byte at `addr`, inside the page mapped above.
+        let ret = int80(NR_IOCTL_I386, fd, request, addr);
+        // SAFETY: unmaps the page mapped above; nothing refers to it any more.
         unsafe { libc::munmap(page, 4096) };
         if ret < 0 {
             Err(io::Error::from_raw_os_error(-ret))
