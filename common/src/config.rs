@@ -277,6 +277,8 @@ pub struct Config {
     /// The device and inode of the per-user file that was read: the judgement of whether the
     /// agent could have written it must be about that very file (see `plan::build_policy`).
     pub user_file_id: Option<(u64, u64)>,
+    /// The owner and mode of the per-user file that was read (from the opened file).
+    pub user_file_owner: Option<(u32, u32)>,
     /// Paths the caller keeps out of every grant on top of [`OffLimits::defaults`] (the
     /// drain adds its own spool and home). Not read from any file.
     pub off_limits: Vec<OffLimits>,
@@ -303,6 +305,7 @@ impl Default for Config {
             system_deny: 0,
             user_widening: Vec::new(),
             user_file_id: None,
+            user_file_owner: None,
             off_limits: Vec::new(),
         }
     }
@@ -404,8 +407,9 @@ pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
     config.system_home = config.home;
     config.system_deny = config.deny.len();
     if let Some(user) = &paths.user {
-        if let Some((text, id)) = read_optional(user, Trust::Any)? {
-            config.user_file_id = id;
+        if let Some((text, stat)) = read_optional(user, Trust::Any)? {
+            config.user_file_id = stat.map(|s| (s.dev, s.ino));
+            config.user_file_owner = stat.map(|s| (s.uid, s.mode));
             let raw = parse(user, &text)?;
             merge(&mut config, raw, user, &text, Origin::User)?;
             config.sources.push(user.clone());
@@ -436,8 +440,17 @@ enum Trust {
     Any,
 }
 
-/// The file's text, and for the per-user file its device and inode.
-type Read = (String, Option<(u64, u64)>);
+/// What was read of the per-user file's metadata, on the opened file.
+#[derive(Debug, Clone, Copy)]
+struct FileStat {
+    dev: u64,
+    ino: u64,
+    uid: u32,
+    mode: u32,
+}
+
+/// The file's text, and for the per-user file its metadata.
+type Read = (String, Option<FileStat>);
 
 fn read_optional(path: &Path, trust: Trust) -> Result<Option<Read>, ConfigError> {
     use std::os::unix::fs::MetadataExt;
@@ -455,7 +468,12 @@ fn read_optional(path: &Path, trust: Trust) -> Result<Option<Read>, ConfigError>
     if trust == Trust::Any {
         let meta = file.metadata().map_err(read_err)?;
         size = usize::try_from(meta.len()).unwrap_or(0);
-        id = Some((meta.dev(), meta.ino()));
+        id = Some(FileStat {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            uid: meta.uid(),
+            mode: meta.mode(),
+        });
     }
     if trust == Trust::RootOwned {
         // Checked on the opened file, so a swap after the check cannot change what is read.

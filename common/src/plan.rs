@@ -143,6 +143,41 @@ fn refuse_agent_written_grants(
     let (Some(user), false) = (config.user_source(), config.user_widening.is_empty()) else {
         return Ok(());
     };
+    // Provenance first. A file the agent cannot rewrite now may still be one it wrote in an
+    // earlier launch: under the writable home before `home = "strict"`, or before a `deny`
+    // of its directory matched anything (found by review). A walled agent runs as the user
+    // without capabilities and cannot make a file root's, so a root-owned file that group
+    // and others cannot write is one the user vouched for (with sudo). Run as root, the
+    // agent owns what root owns: root's widening belongs in the system file.
+    let not_vouched = |why: String, fix: String| {
+        Error::Policy(policy::PolicyError::UserConfigNotVouched {
+            path: user.to_path_buf(),
+            keys: config.user_widening.join(", "),
+            why,
+            fix,
+        })
+    };
+    if running_as_root() {
+        return Err(not_vouched(
+            "landwall runs as root".into(),
+            "as root, put those settings in the system configuration".into(),
+        ));
+    }
+    let vouch = format!(
+        "to vouch for it: `sudo chown root: {p} && sudo chmod go-w {p}`, or move those settings to the system configuration",
+        p = user.display()
+    );
+    match config.user_file_owner {
+        Some((0, mode)) if mode & 0o022 == 0 => {}
+        Some((0, mode)) => {
+            return Err(not_vouched(
+                format!("group or others may write it (mode {:o})", mode & 0o7777),
+                vouch,
+            ))
+        }
+        Some((uid, _)) => return Err(not_vouched(format!("it is owned by uid {uid}"), vouch)),
+        None => return Err(not_vouched("its owner is unknown".into(), vouch)),
+    }
     let narrowed = config.home != config.system_home || config.deny.len() > config.system_deny;
     let unnarrowed;
     let judge = if narrowed {

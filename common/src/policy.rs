@@ -107,6 +107,18 @@ pub enum PolicyError {
         /// The grant that makes it writable.
         rule: PathBuf,
     },
+    /// The per-user file widens the wall, and nothing shows that no agent wrote it.
+    #[error("the per-user configuration {} sets {keys}, which widen the wall, but {why}, so an agent could have written it in an earlier launch (before home was strict, or before a deny of its directory existed); {fix}", path.display())]
+    UserConfigNotVouched {
+        /// The per-user file.
+        path: PathBuf,
+        /// Its widening keys.
+        keys: String,
+        /// Who owns it, or how it is writable.
+        why: String,
+        /// What to do.
+        fix: String,
+    },
     /// The per-user file widens the wall and is reached through a symlink the agent could
     /// have made or can repoint, or it changed while it was being judged.
     #[error("the per-user configuration {} sets {keys}, which widen the wall, but {why}: the agent could have put it there; move those settings to the system configuration, or replace the link with the file itself where the agent cannot write", path.display())]
@@ -127,7 +139,7 @@ pub enum PolicyError {
         target: PathBuf,
     },
     /// A socket named in `[unix]` cannot be granted as it is.
-    #[error("`sockets` in [unix] names {}: {why}", path.display())]
+    #[error("the Unix socket {} (`sockets` in the configuration): {why}", path.display())]
     UnixSocket {
         /// The path as configured.
         path: PathBuf,

@@ -2231,7 +2231,7 @@ fn user_config_through_a_link(who: Who) {
         scene.attempt("unix-connect", &[&socket]),
     ] {
         let err = assert_next_launch_refused(&scene, &other, &attempt);
-        assert!(err.contains("symbolic link"), "{err}");
+        assert!(err.contains("per-user configuration"), "{err}");
     }
     assert!(!target.exists(), "{} was written", target.display());
     assert_eq!(server.arrivals(), 0, "the server heard from the agent");
@@ -2244,25 +2244,86 @@ fn user_config_through_a_link(who: Who) {
 }
 root_and_user!(escape_user_config_through_a_link, escape_user_config_through_a_link_unprivileged => user_config_through_a_link);
 
+/// The per-user file's grants count where the agent cannot rewrite it (strict home) and
+/// the user vouched for it: root owns it, so no agent (which runs as the user, without
+/// capabilities) wrote it. The same file owned by the user is refused (78): an agent could
+/// have written it in an earlier launch.
 #[test]
 fn user_config_grants_are_honoured_where_the_agent_cannot_write_them() {
-    // Strict home: the per-user file is read-only to the agent, so its grants count.
-    let scene = Scene::new("usercfg-strict", Who::Root);
+    let scene = Scene::new("usercfg-strict", Who::User);
     let dir = scene.sb.home().join(".config/landwall");
     std::fs::create_dir_all(&dir).expect("mkdir");
+    let file = dir.join("landwall.toml");
     std::fs::write(
-        dir.join("landwall.toml"),
+        &file,
         format!("read_only = [\"{}\"]\n", scene.sb.outside().display()),
     )
     .expect("write");
     let cfg = scene.sb.config("home = \"strict\"\n");
-    let out = output(
-        scene
-            .walled(&scene.attempt("read", &[&scene.sb.outside().join("secret")]))
-            .env("LANDWALL_CONFIG", &cfg),
-    );
+    let read = scene.attempt("read", &[&scene.sb.outside().join("secret")]);
+    // Root's, as the test wrote it.
+    let out = output(scene.walled(&read).env("LANDWALL_CONFIG", &cfg));
     assert!(verdict(&out).starts_with("ESCAPED"), "{}", describe(&out));
+    // The user's: not vouched for.
+    let (uid, gid) = test_user();
+    chown_tree(&scene.sb.home(), uid, gid);
+    let out = output(scene.walled(&read).env("LANDWALL_CONFIG", &cfg));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(stderr(&out).contains("owned by uid"), "{}", describe(&out));
 }
+
+/// Found by review: a `deny` of the per-user file's directory in the system file matches
+/// nothing until the directory exists, so the agent can create the file in one launch; at
+/// the next, the deny makes it unwritable. Its grants must still not count (78): the agent
+/// wrote it. The same for a file planted before the home became strict.
+fn user_config_planted_before_it_was_protected(who: Who) {
+    let scene = Scene::new("esc-usercfg-planted", who);
+    let home = scene.sb.home();
+    let dir = home.join(".config/landwall");
+    let target = scene.sb.outside().join(format!("planted-{}", tag(&scene)));
+    let deny = scene
+        .sb
+        .config(&format!("deny = [\"{}\"]\n", dir.display()));
+    let plant_cfg = |cfg: &Path| {
+        let out = output(
+            scene
+                .walled(&[
+                    os("/bin/sh"),
+                    os("-c"),
+                    os(format!(
+                        "mkdir -p '{d}' && printf 'writable = [\"{o}\"]\\n' > '{d}/landwall.toml'",
+                        d = dir.display(),
+                        o = scene.sb.outside().display()
+                    )),
+                ])
+                .env("LANDWALL_CONFIG", cfg),
+        );
+        assert!(out.status.success(), "planting: {}", describe(&out));
+        std::fs::remove_file(scene.sb.wt().join("marker")).expect("the planting launch ran");
+    };
+    plant_cfg(&deny);
+    let attempt = scene.attempt("write", &[&target]);
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &deny));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!scene.sb.ran_in(&scene.sb.wt()), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("per-user configuration"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!target.exists(), "{} was written", target.display());
+    // Planted under the default home, then the home made strict.
+    std::fs::remove_dir_all(&dir).expect("rm");
+    let none = scene.sb.root.join("no-config.toml");
+    plant_cfg(&none);
+    let strict = scene.sb.config("home = \"strict\"\n");
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &strict));
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!target.exists(), "{} was written", target.display());
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control", &out);
+}
+root_and_user!(escape_user_config_planted_before_it_was_protected, escape_user_config_planted_before_it_was_protected_unprivileged => user_config_planted_before_it_was_protected);
 
 /// Where the kernel refuses the private mount namespace (a seccomp filter refusing
 /// `unshare`, as a security module or a container would), the launch says so in one line

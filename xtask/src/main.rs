@@ -116,7 +116,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
         "FILES",
         &[
             ("/etc/landwall/landwall.toml", "The system configuration (TOML). It and its directory must be owned by root and not writable by group or others. Unknown keys are errors."),
-            ("$XDG_CONFIG_HOME/landwall/landwall.toml", "The per-user configuration (default ~/.config/landwall/landwall.toml); it can only add to the system file."),
+            ("$XDG_CONFIG_HOME/landwall/landwall.toml", "The per-user configuration (default ~/.config/landwall/landwall.toml); it can only add to the system file, and its keys that widen the wall count only when root owns it and the agent cannot rewrite it."),
             ("/usr/lib/landwall/bin", "The shim links claude, opencode and codex (PREFIX/lib/landwall/bin for make install)."),
             ("/etc/profile.d/landwall.sh", "Puts the shim directory first on PATH in login shells."),
             ("<repository>/.git/worktrees/<id>/landwall-objects/", "A linked worktree's object quarantine: the agent's git writes new objects here, and a watcher outside the wall moves each one whose content matches its name into the repository's objects/. Objects that fail the check stay here."),
@@ -153,7 +153,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
             ("1", "landwall doctor: the shim could not work on this machine."),
             ("2", "Bad command line."),
             ("74", "Output, a startup file (shim) or the spool (submit, jobs) could not be written or read."),
-            ("78", "The configuration, the worktree or a configured path is wrong, or something the agent could have written would widen the wall: a .git, commondir or gitdir file that does not check out both ways, a linked worktree that lost its .git, a per-user configuration with grants where the agent can rewrite it."),
+            ("78", "The configuration, the worktree or a configured path is wrong, or something the agent could have written would widen the wall: a .git, commondir or gitdir file that does not check out both ways, a linked worktree that lost its .git, a per-user configuration with grants that the agent can rewrite or that root does not own, [unix] sockets on a kernel below Landlock ABI 9."),
             ("100", "The wall could not go up. Do not retry without changing the system."),
             ("126", "The real agent was found but could not be executed."),
             ("127", "No real agent was found."),
