@@ -51,7 +51,7 @@ pub fn run(vars: &plan::Vars) -> i32 {
     };
     if let Some(user) = &paths.user {
         r.line(format!(
-            "user config {}: {}; note: under the default policy the agent can write this file (it is under $HOME), and it can add grants for the next launch",
+            "user config {}: {}; note: under the default policy the agent can write this file (it is under $HOME); its keys that widen the wall count only when root owns it and the agent cannot rewrite it",
             user.display(),
             if user.exists() { "present" } else { "absent" }
         ));
