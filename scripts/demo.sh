@@ -11,7 +11,9 @@ set -euo pipefail
 
 landwall=$(realpath "${1:?usage: demo.sh PATH/TO/landwall}")
 demo=$(mktemp -d /var/tmp/landwall-demo.XXXXXX)
-trap 'rm -rf "$demo"' EXIT
+# A server outside the wall, on a Unix socket: git's credential cache, holding a password.
+sock=$demo/cred/socket
+trap 'git credential-cache --socket "$sock" exit >/dev/null 2>&1 || true; rm -rf "$demo"' EXIT
 
 mkdir -p "$demo/shims" "$demo/agents" "$demo/home" "$demo/other-project"
 ln -s "$landwall" "$demo/shims/claude"
@@ -27,6 +29,9 @@ wt=$demo/feature
 # README.md's blob, a loose object of the repository: the agent will try to rewrite it.
 blob=$(git -C "$demo/project" rev-parse HEAD:README.md)
 obj=$demo/project/.git/objects/${blob:0:2}/${blob:2}
+mkdir -m 700 "$demo/cred"
+printf 'protocol=https\nhost=demo.invalid\nusername=you\npassword=demo-password\n\n' |
+    git -c credential.helper="cache --socket $sock --timeout 300" credential approve 2>/dev/null
 
 # The stand-in agent (its argument: the demo directory): each probe prints `name|allowed` or `name|denied|<error>`.
 cat >"$demo/agents/claude-real" <<'AGENT'
@@ -49,6 +54,12 @@ try other cat "$demo/other-project/secret.txt"
 try root ls /root
 try etc sh -c 'echo x > /etc/landwall-demo'
 try shadow cat /etc/shadow
+# Ask the credential cache outside for the password it holds (a Unix socket connect).
+try cred sh -c 'out=$(printf "protocol=https\nhost=demo.invalid\n\n" |
+        GIT_TERMINAL_PROMPT=0 git -c credential.helper="cache --socket $0" credential fill 2>&1)
+    case $out in *password=demo-password*) exit 0 ;; esac
+    printf "%s\n" "$out" | grep -m 1 "cache daemon" || printf "%s\n" "$out" | tail -n 1
+    exit 1' "$demo/cred/socket"
 if [ -n "${AWS_SECRET_ACCESS_KEY:-}" ]; then echo "secret|present"; else echo "secret|absent"; fi
 echo "pid|$$"
 grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/$$/status | tr -d ' \t' | sed 's/:/|/'
@@ -78,6 +89,7 @@ declare -A unix=(
     [root]=$(perm -r /root -a -x /root)
     [etc]=$(perm -w /etc)
     [shadow]=$(perm -r /etc/shadow)
+    [cred]=$(perm -w "$sock")
 )
 
 set +e
@@ -133,11 +145,19 @@ row other "read another project's secret.txt" denied
 row root "list /root" denied
 row etc "write /etc/landwall-demo" denied
 row shadow "read /etc/shadow" denied
+row cred "get a password from git's credential cache (a socket)" denied
 printf '  %-54s %-12s %s\n' "read \$AWS_SECRET_ACCESS_KEY (set by the caller)" "-" \
     "${got[secret]} (the environment is rebuilt from an allowlist)"
 [ "${got[secret]}" = absent ] || unexpected=1
 if [ -e /etc/landwall-demo ] && [ "${got[etc]}" = allowed ]; then rm -f /etc/landwall-demo; fi
 
+# Outside the wall the same question gets the password: the row above is no accident.
+if ! printf 'protocol=https\nhost=demo.invalid\n\n' |
+    GIT_TERMINAL_PROMPT=0 git -c credential.helper="cache --socket $sock" credential fill 2>/dev/null |
+    grep -q password=demo-password; then
+    echo "  git's credential cache did not answer outside the wall either  <-- UNEXPECTED"
+    unexpected=1
+fi
 if [ "$(git -C "$demo/project" cat-file -p "$blob")" != "the main checkout" ]; then
     echo "  the repository's object $blob was changed  <-- UNEXPECTED"
     unexpected=1
