@@ -97,6 +97,10 @@ pub fn build_policy(
     }
     let wt = worktree::discover_with(cwd, override_dir, &mut resolver)?;
     let home = var(vars, "HOME").map(Path::new);
+    if override_dir.is_none() {
+        let real_home = home.and_then(|h| resolver.resolve(h).ok()).map(|(p, _)| p);
+        worktree::refuse_too_wide(&wt, real_home.as_deref())?;
+    }
     let link_cache = LinkCache::in_runtime_dir(var(vars, "XDG_RUNTIME_DIR"));
     if let (HomeMode::Strict, Some(home)) = (config.home, home) {
         ensure_state_dirs(agent, home)?;

@@ -38,6 +38,18 @@ pub enum WorktreeError {
         /// The resolved path.
         path: PathBuf,
     },
+    /// The worktree found from the cwd is the home directory, lies above it, or is a
+    /// directory of projects: the agent would get every project in it.
+    #[error(
+        "refusing worktree {}: it is {what}, so the agent would get every project in it; start the agent inside one project (cd into it), or name this directory on purpose with LANDWALL_WORKTREE={}",
+        path.display(), path.display()
+    )]
+    TooWide {
+        /// The worktree.
+        path: PathBuf,
+        /// What it is.
+        what: String,
+    },
     /// The cwd lies in a linked worktree or submodule of the repository above it whose own
     /// `.git` is gone: climbing to the repository would grant all of it.
     #[error(
@@ -204,6 +216,44 @@ pub fn discover_with(
         refuse_lost_gitfile(&root, &cwd, &git)?;
     }
     Ok(Worktree { root, git })
+}
+
+/// Refuses a worktree found from the cwd (not named on purpose) that is `home` (a real path)
+/// or lies above it, or that is not a repository but holds one directly below it (`~/src`):
+/// started there by mistake, the agent would get every project in it, the main checkouts
+/// of linked worktrees included. A repository's own nested repositories are its business.
+/// Costs one directory listing, only when the worktree is not a repository.
+pub fn refuse_too_wide(wt: &Worktree, home: Option<&Path>) -> Result<(), WorktreeError> {
+    let too_wide = |what: String| {
+        Err(WorktreeError::TooWide {
+            path: wt.root.clone(),
+            what,
+        })
+    };
+    if let Some(home) = home {
+        if home == wt.root {
+            return too_wide("your home directory".into());
+        }
+        if home.starts_with(&wt.root) {
+            return too_wide(format!("above your home directory {}", home.display()));
+        }
+    }
+    if wt.git != GitLayout::None {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(&wt.root) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && entry.path().join(".git").symlink_metadata().is_ok() {
+            return too_wide(format!(
+                "a directory of projects (it holds the repository {})",
+                entry.path().display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The nearest `.git` at or above `start`: the top level, the `.git` path and its `lstat`.

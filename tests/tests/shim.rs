@@ -1315,3 +1315,48 @@ fn a_fetched_pack_reaches_the_repository() {
     sb.git(&main, &["cat-file", "-e", head.trim()]);
     sb.git(&main, &["fsck", "--strict", "--no-progress"]);
 }
+
+/// Started from `$HOME`, from above it, or from a directory of projects that is not itself a
+/// repository (`~/src`), the shim refuses (78, one line, the agent does not run): the agent
+/// would get every project in it. Named on purpose with LANDWALL_WORKTREE, it runs; started
+/// inside one project, it runs.
+#[test]
+fn refused_from_home_or_a_directory_of_projects() {
+    let sb = Sandbox::new("too-wide");
+    sb.agent_script("claude", "true");
+    let projects = sb.root.join("projects");
+    for p in ["a", "b"] {
+        std::fs::create_dir_all(projects.join(p)).expect("mkdir");
+        sb.git(&projects.join(p), &["init", "-q"]);
+    }
+    let refused = |dir: &Path, what: &str| {
+        let out = run(sb.shim("claude").current_dir(dir));
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_CONFIG),
+            "{what}: {}",
+            stderr(&out)
+        );
+        assert!(!sb.ran_in(dir), "{what}: the agent ran");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+        assert!(err.contains("LANDWALL_WORKTREE"), "{what}: {err}");
+        err
+    };
+    let err = refused(&sb.home(), "home");
+    assert!(err.contains("home directory"), "{err}");
+    refused(&sb.root, "above home");
+    let err = refused(&projects, "projects");
+    assert!(err.contains("directory of projects"), "{err}");
+    // Named on purpose.
+    let out = run(sb
+        .shim("claude")
+        .current_dir(sb.home())
+        .env("LANDWALL_WORKTREE", sb.home()));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(sb.ran_in(&sb.home()));
+    // Inside one project.
+    let out = run(sb.shim("claude").current_dir(projects.join("a")));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(sb.ran_in(&projects.join("a")));
+}
