@@ -98,11 +98,42 @@ impl UnixConfig {
 /// How `$HOME` is granted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HomeMode {
-    /// The seeds' default: `$HOME` is writable (and so are the shell rc files in it).
+    /// The default: `$HOME` itself is not granted. The agent's own state directories are
+    /// writable, what tools need (git and ssh client configuration, shell start-up files,
+    /// toolchains) is read-only, and everything else (other projects, documents, credential
+    /// stores) is invisible (see `profile.rs`).
     #[default]
-    Writable,
+    Private,
     /// `$HOME` is read-only except the agent's own state directories.
-    Strict,
+    ReadOnly,
+    /// `$HOME` is writable, for a service account whose home holds nothing else.
+    Open,
+}
+
+impl HomeMode {
+    /// How much it hides: open < read-only < private.
+    fn strictness(self) -> u8 {
+        match self {
+            HomeMode::Open => 0,
+            HomeMode::ReadOnly => 1,
+            HomeMode::Private => 2,
+        }
+    }
+
+    /// Its name in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            HomeMode::Private => "private",
+            HomeMode::ReadOnly => "read-only",
+            HomeMode::Open => "open",
+        }
+    }
+
+    /// Whether the agent's state directories are created before the wall and granted on
+    /// their own (the home itself is not writable).
+    pub fn has_state_dirs(self) -> bool {
+        self != HomeMode::Open
+    }
 }
 
 /// A path denied inside a granted directory. The last component may contain `*`, which
@@ -246,6 +277,8 @@ pub struct Config {
     pub env_allow: Vec<EnvPattern>,
     /// How `$HOME` is granted.
     pub home: HomeMode,
+    /// Settings written with an old spelling, one line each (for `doctor`).
+    pub deprecated: Vec<String>,
     /// Refuse to launch when the private mount namespace that keeps a linked worktree's
     /// repository objects unchangeable is refused by the kernel (instead of going on with
     /// the objects writable, and saying so).
@@ -292,6 +325,7 @@ impl Default for Config {
             writable: Vec::new(),
             env_allow: Vec::new(),
             home: HomeMode::default(),
+            deprecated: Vec::new(),
             protect_required: false,
             deny: Vec::new(),
             devices: Vec::new(),
@@ -737,19 +771,37 @@ fn merge(
         }
     }
     if let Some(home) = raw.home {
-        let mode = match home.get_ref().as_str() {
-            "default" | "writable" => HomeMode::Writable,
-            "strict" => HomeMode::Strict,
+        let (mode, old) = match home.get_ref().as_str() {
+            "private" => (HomeMode::Private, false),
+            "read-only" => (HomeMode::ReadOnly, false),
+            "open" => (HomeMode::Open, false),
+            // The names before "private" became the default.
+            "strict" => (HomeMode::ReadOnly, true),
+            "default" | "writable" => (HomeMode::Open, true),
             other => {
                 return v.err(
                     home.span(),
-                    format!("`home` must be \"default\" or \"strict\", not \"{other}\""),
+                    format!("`home` must be \"private\", \"read-only\" or \"open\", not \"{other}\""),
                 )
             }
         };
-        // Either file can make HOME strict; neither can undo the other's strictness.
-        if mode == HomeMode::Strict {
-            config.home = HomeMode::Strict;
+        if old {
+            config.deprecated.push(format!(
+                "{}:{}: home = \"{}\" is now spelled home = \"{}\"",
+                path.display(),
+                line_of(text, home.span().start),
+                home.get_ref(),
+                mode.name()
+            ));
+        }
+        match origin {
+            Origin::System => config.home = mode,
+            // The per-user file, which the agent may once have written, may only hide more.
+            Origin::User => {
+                if mode.strictness() > config.home.strictness() {
+                    config.home = mode;
+                }
+            }
         }
     }
     for d in raw.deny {
@@ -1030,7 +1082,10 @@ devices = ["/dev/kvm"]
 connect_tcp = [443, 22, 443]
 "#;
         let c = from_str(&p("/c"), text).expect("valid");
-        assert_eq!(c.home, HomeMode::Strict);
+        // The old spelling of read-only, noted for doctor.
+        assert_eq!(c.home, HomeMode::ReadOnly);
+        assert_eq!(c.deprecated.len(), 1, "{:?}", c.deprecated);
+        assert!(c.deprecated[0].contains("read-only"), "{:?}", c.deprecated);
         assert_eq!(c.deny.len(), 2);
         assert_eq!(c.devices, vec![p("/dev/kvm")]);
         assert_eq!(c.network.connect_tcp, Some(vec![22, 443]));
@@ -1128,14 +1183,30 @@ allow_all = true
     fn user_file_cannot_loosen_home() {
         let dir = std::env::temp_dir().join(format!("lw-config-home-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("u/landwall")).expect("mkdir");
-        std::fs::write(dir.join("sys.toml"), "home = \"strict\"\n").expect("write");
-        std::fs::write(dir.join("u/landwall/landwall.toml"), "home = \"default\"\n")
-            .expect("write");
         let paths = ConfigPaths {
             system: dir.join("sys.toml"),
             user: Some(dir.join("u/landwall/landwall.toml")),
         };
-        assert_eq!(load(&paths).expect("valid").home, HomeMode::Strict);
+        // (system, user, result): the system file sets it; the user file may only hide more.
+        for (system, user, want) in [
+            ("", "", HomeMode::Private),
+            ("", "home = \"open\"\n", HomeMode::Private),
+            ("home = \"read-only\"\n", "home = \"open\"\n", HomeMode::ReadOnly),
+            ("home = \"strict\"\n", "home = \"default\"\n", HomeMode::ReadOnly),
+            ("home = \"open\"\n", "home = \"read-only\"\n", HomeMode::ReadOnly),
+            ("home = \"open\"\n", "home = \"private\"\n", HomeMode::Private),
+            ("home = \"open\"\n", "", HomeMode::Open),
+            ("home = \"read-only\"\n", "home = \"private\"\n", HomeMode::Private),
+        ] {
+            std::fs::write(dir.join("sys.toml"), system).expect("write");
+            std::fs::write(dir.join("u/landwall/landwall.toml"), user).expect("write");
+            assert_eq!(
+                load(&paths).expect("valid").home,
+                want,
+                "system {system:?}, user {user:?}"
+            );
+        }
+        assert!(from_str(&p("/c"), "home = \"strict-ish\"").is_err());
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

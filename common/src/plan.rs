@@ -6,7 +6,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use crate::agent::{self, FileId, Found};
-use crate::config::{Config, HomeMode};
+use crate::config::Config;
 use crate::launch::Exec;
 use crate::linkcache::LinkCache;
 use crate::policy::{self, Inputs, Policy};
@@ -102,7 +102,7 @@ pub fn build_policy(
         worktree::refuse_too_wide(&wt, real_home.as_deref())?;
     }
     let link_cache = LinkCache::in_runtime_dir(var(vars, "XDG_RUNTIME_DIR"));
-    if let (HomeMode::Strict, Some(home)) = (config.home, home) {
+    if let (true, Some(home)) = (config.home.has_state_dirs(), home) {
         ensure_state_dirs(agent, home)?;
     }
     let is_root = nix::unistd::geteuid().is_root();
@@ -281,6 +281,17 @@ fn ensure_state_dirs(agent: &str, home: &Path) -> Result<(), Error> {
 fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
     use nix::fcntl::{open, openat, OFlag};
     use nix::sys::stat::{mkdirat, Mode};
+    // Usually there already, as plain directories: nothing to make (and a launch inside
+    // another's wall, which cannot open `$HOME`, needs nothing made). A link or a missing
+    // component goes the careful way below.
+    let mut path = home.to_path_buf();
+    let there = rel.split('/').filter(|p| !p.is_empty()).all(|part| {
+        path.push(part);
+        path.symlink_metadata().is_ok_and(|m| m.file_type().is_dir())
+    });
+    if there {
+        return Ok(());
+    }
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     // $HOME itself may be a symlink (the policy resolves it); what is below it may not.
     let mut dir = open(

@@ -547,6 +547,33 @@ impl Builder {
     /// plain directories it is made of: a component that is a symlink is refused. The home
     /// is the agent's to write under the writable home, so it could have made `~/.claude`
     /// a link to `/etc` (or to `~/.ssh`) for the next launch under the strict one.
+    /// The private home's read-only entries that exist ([`profile::HOME_READ_ONLY`]). An
+    /// entry that is a symbolic link is granted where it leads only if that lies outside
+    /// `$HOME` (a toolchain kept elsewhere); one leading back into `$HOME` is left out with
+    /// a note: it could lead to another project, planted by an agent under an open home.
+    fn add_home_read_only(&mut self, home: &Path, notes: &mut Vec<String>) {
+        for (rel, why) in profile::HOME_READ_ONLY {
+            let path = home.join(rel);
+            let Ok(meta) = path.symlink_metadata() else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                match self.resolver.resolve(&path) {
+                    Ok((real, _)) if real.starts_with(home) => {
+                        notes.push(format!(
+                            "~/{rel} is a symbolic link into $HOME ({}): not granted; grant what it needs with read_only",
+                            real.display()
+                        ));
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(_) => continue,
+                }
+            }
+            self.add_if_present(&path, Access::ReadOnly, format!("$HOME: {why}"));
+        }
+    }
+
     fn add_state_dir(
         &mut self,
         home: &Path,
@@ -1005,22 +1032,40 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     }
     if let Some(home) = home {
         match config.home {
-            HomeMode::Writable => {
-                b.add(home, Access::ReadWrite, "$HOME")?;
-                notes.push("$HOME is writable (the seeds' default): an agent can plant code in shell rc files, ~/.ssh, ~/.gitconfig or landwall's user config that runs in your next, unwalled shell; set home = \"strict\" to close this".to_string());
+            HomeMode::Open => {
+                b.add(home, Access::ReadWrite, "$HOME (home = \"open\")")?;
+                notes.push("$HOME is writable (home = \"open\"): the agent can read your other projects and credentials, and plant code in shell rc files, ~/.ssh, ~/.gitconfig or landwall's user config that runs in your next, unwalled shell; remove home = \"open\" to keep them private".to_string());
             }
-            HomeMode::Strict => {
-                b.add(home, Access::ReadOnly, "$HOME (strict: read-only)")?;
+            HomeMode::ReadOnly => {
+                b.add(home, Access::ReadOnly, "$HOME (home = \"read-only\")")?;
                 let real_home = b.rules.last().map(|r| r.path.clone());
                 for dir in profile::state_dirs(agent) {
                     if let Some(real_home) = &real_home {
                         b.add_state_dir(
                             real_home,
                             dir,
-                            format!("{agent}'s own state under strict home"),
+                            format!("{agent}'s own state (home = \"read-only\")"),
                         )?;
                     }
                 }
+                notes.push("$HOME is readable (home = \"read-only\"): the agent can read your other projects and credentials there; remove home = \"read-only\" to keep them private".to_string());
+            }
+            HomeMode::Private => {
+                let (real_home, _) =
+                    b.resolver
+                        .resolve(home)
+                        .map_err(|source| PolicyError::Required {
+                            path: home.to_path_buf(),
+                            reason: "$HOME".into(),
+                            source,
+                        })?;
+                if is_system_directory(&real_home) {
+                    return Err(PolicyError::SystemHome { path: real_home });
+                }
+                for dir in profile::state_dirs(agent) {
+                    b.add_state_dir(&real_home, dir, format!("{agent}'s own state"))?;
+                }
+                b.add_home_read_only(&real_home, &mut notes);
             }
         }
         if let Some(rule) = b.rules.iter().find(|r| r.reason.starts_with("$HOME")) {
@@ -1098,6 +1143,14 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         patterns.extend(ROOT_DENY.iter().filter_map(|p| DenyPattern::parse(p).ok()));
     }
     patterns.extend(config.deny.iter().cloned());
+    // The private home's credential stores, invisible whatever else grants them.
+    if let (HomeMode::Private, Some(home)) = (config.home, home) {
+        if let Ok((real_home, _)) = b.resolver.resolve(home) {
+            patterns.extend(profile::CREDENTIAL_STORES.iter().filter_map(|rel| {
+                DenyPattern::parse(real_home.join(rel).to_str()?).ok()
+            }));
+        }
+    }
     let denied = denied_paths(&patterns, &mut b.resolver, &mut b.listings);
     let rules = b.dedup();
     let rules = carve(rules, &denied, &mut b.listings);
@@ -1113,7 +1166,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         .iter()
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect();
-    if let (HomeMode::Strict, Some(home)) = (config.home, home) {
+    if let (true, Some(home)) = (config.home.has_state_dirs(), home) {
         env_defaults.extend(
             profile::strict_env(agent)
                 .iter()

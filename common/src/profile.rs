@@ -1,5 +1,6 @@
-//! What each known agent keeps in `$HOME`, so that strict home can leave exactly that
-//! writable. Paths are relative to `$HOME`.
+//! What each known agent keeps in `$HOME`, so that the private and read-only homes can leave
+//! exactly that writable; what tools need from `$HOME` read-only under the private home;
+//! and the credential stores it keeps invisible. Paths are relative to `$HOME`.
 //!
 //! Why each entry is here:
 //! - claude: `~/.claude` holds settings, sessions and credentials; Claude Code also keeps
@@ -22,7 +23,73 @@
 //!   its session index stayed empty, although the turn itself exited 0. The wall always
 //!   grants `/tmp`.
 
-/// State directories of `agent`, relative to `$HOME`, writable under strict home.
+/// What the private home grants read-only when present, and why: what tools need to work,
+/// never what holds secrets. A link among them that leads back into `$HOME` is not followed
+/// (it could lead to another project; an agent under an open home could have made it).
+pub const HOME_READ_ONLY: &[(&str, &str)] = &[
+    (".gitconfig", "git's configuration (identity, aliases)"),
+    (".config/git", "git's configuration (XDG)"),
+    (".ssh/config", "ssh's client configuration, for git over ssh"),
+    (".ssh/known_hosts", "ssh's known hosts, for git over ssh"),
+    (".profile", "shell start-up"),
+    (".bashrc", "shell start-up"),
+    (".bash_profile", "shell start-up"),
+    (".zshrc", "shell start-up"),
+    (".zshenv", "shell start-up"),
+    (".zprofile", "shell start-up"),
+    (".inputrc", "readline's key bindings"),
+    (".editorconfig", "editor settings tools read"),
+    (".local/bin", "programs installed for the user (pipx, the native Claude Code)"),
+    (".local/lib", "libraries of programs installed for the user"),
+    (".local/share/claude", "the native Claude Code's versions"),
+    (".cargo", "Rust toolchain (rustup's proxies, installed binaries)"),
+    (".rustup", "Rust toolchains"),
+    (".nvm", "Node.js versions (nvm)"),
+    (".volta", "Node.js versions (Volta)"),
+    (".bun", "the Bun runtime"),
+    (".deno", "the Deno runtime"),
+    (".pyenv", "Python versions (pyenv)"),
+    (".rbenv", "Ruby versions (rbenv)"),
+    (".sdkman", "JVM toolchains (SDKMAN!)"),
+    (".asdf", "toolchains (asdf)"),
+    (".local/share/mise", "toolchains (mise)"),
+    ("go", "Go's module cache and installed binaries (GOPATH)"),
+    (".dotnet", ".NET SDKs installed for the user"),
+];
+
+/// Credential stores the private home keeps invisible even where a broader grant (a
+/// configured `read_only` of the whole home, a toolchain link) would cover them: deny
+/// patterns relative to `$HOME`.
+pub const CREDENTIAL_STORES: &[&str] = &[
+    ".ssh/id_*",
+    ".ssh/*.pem",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".gnupg",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".config/gh",
+    ".config/hub",
+    ".pypirc",
+    ".npmrc",
+    ".yarnrc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".thunderbird",
+];
+
+/// State directories of `agent`, relative to `$HOME`, writable under the private and
+/// read-only homes.
 pub fn state_dirs(agent: &str) -> &'static [&'static str] {
     match agent {
         "claude" => &[".claude", ".cache"],
@@ -37,11 +104,12 @@ pub fn state_dirs(agent: &str) -> &'static [&'static str] {
     }
 }
 
-/// npm's cache, moved from `~/.npm` (read-only under strict home) into `~/.cache`.
+/// npm's cache, moved from `~/.npm` (not writable under the private and read-only homes)
+/// into `~/.cache`.
 const NPM_CACHE: (&str, &str) = ("npm_config_cache", ".cache/npm");
 
-/// Environment variables set under strict home when the user has not set them: name and
-/// path relative to `$HOME`.
+/// Environment variables set under the private and read-only homes when the user has not
+/// set them: name and path relative to `$HOME`.
 pub fn strict_env(agent: &str) -> &'static [(&'static str, &'static str)] {
     match agent {
         "claude" => &[("CLAUDE_CONFIG_DIR", ".claude"), NPM_CACHE],

@@ -1736,11 +1736,17 @@ fn scene_linked(scene: &Scene, linked_rel: &str) -> (PathBuf, PathBuf) {
 
 /// The first launch: `script` under `sh -c` as the agent in `dir`; its marker is removed so
 /// that the next launch's can be told apart.
+/// The planting launch runs with the most an agent could ever have had: an open home
+/// (`home = "open"`, the default before `private`), so that what it leaves in `$HOME` is
+/// what the next launch, under the default, must not trust.
 fn plant(scene: &Scene, dir: &Path, script: &str) {
+    let open = scene.sb.root.join("open-home.toml");
+    std::fs::write(&open, "home = \"open\"\n").expect("write config");
     let out = output(
         scene
             .walled(&[os("/bin/sh"), os("-c"), os(script)])
-            .current_dir(dir),
+            .current_dir(dir)
+            .env("LANDWALL_CONFIG", &open),
     );
     assert!(out.status.success(), "planting: {}", describe(&out));
     std::fs::remove_file(dir.join("marker")).expect("the planting launch ran");
@@ -2275,15 +2281,16 @@ fn user_config_grants_are_honoured_where_the_agent_cannot_write_them() {
 /// Found by review: a `deny` of the per-user file's directory in the system file matches
 /// nothing until the directory exists, so the agent can create the file in one launch; at
 /// the next, the deny makes it unwritable. Its grants must still not count (78): the agent
-/// wrote it. The same for a file planted before the home became strict.
+/// wrote it. The same for a file planted under an open home that was then made read-only.
 fn user_config_planted_before_it_was_protected(who: Who) {
     let scene = Scene::new("esc-usercfg-planted", who);
     let home = scene.sb.home();
     let dir = home.join(".config/landwall");
     let target = scene.sb.outside().join(format!("planted-{}", tag(&scene)));
-    let deny = scene
-        .sb
-        .config(&format!("deny = [\"{}\"]\n", dir.display()));
+    let deny = scene.sb.config(&format!(
+        "home = \"open\"\ndeny = [\"{}\"]\n",
+        dir.display()
+    ));
     let plant_cfg = |cfg: &Path| {
         let out = output(
             scene
@@ -2312,11 +2319,12 @@ fn user_config_planted_before_it_was_protected(who: Who) {
         describe(&out)
     );
     assert!(!target.exists(), "{} was written", target.display());
-    // Planted under the default home, then the home made strict.
+    // Planted under an open home, then the home made read-only.
     std::fs::remove_dir_all(&dir).expect("rm");
-    let none = scene.sb.root.join("no-config.toml");
-    plant_cfg(&none);
-    let strict = scene.sb.config("home = \"strict\"\n");
+    let open = scene.sb.root.join("open.toml");
+    std::fs::write(&open, "home = \"open\"\n").expect("write");
+    plant_cfg(&open);
+    let strict = scene.sb.config("home = \"read-only\"\n");
     let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &strict));
     assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
     assert!(!target.exists(), "{} was written", target.display());
