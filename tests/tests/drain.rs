@@ -1479,3 +1479,49 @@ fn escape_command_installed_above_the_spool_reads_other_jobs_logs() {
     let out = run(Command::new(&reader).arg(&spool));
     assert!(stdout(&out).contains("earlier-secret"), "{}", stdout(&out));
 }
+
+/// Two jobs in two projects cannot exchange anything through a home: one writes a git
+/// configuration whose `core.fsmonitor` would run a command and copy the other's `.env`,
+/// the other runs `git status`. No job gets the daemon's `$HOME` (neither readable nor
+/// writable), so nothing is written there and nothing runs. The control runs the same two
+/// commands outside the wall with the same HOME: the command runs and the file is copied.
+#[test]
+fn jobs_share_no_home() {
+    let d = Drain::new("drain-home");
+    let (a, b) = (d.wt("a"), d.wt("b"));
+    d.sb.git(&b, &["init", "-q"]);
+    fs::write(b.join(".env"), "TOKEN=b-secret\n").expect("write .env");
+    let loot = d.sb.root.join("loot");
+    let plant = format!(
+        "printf '[core]\\n\\tfsmonitor = \"cp .env {loot}; false\"\\n' > \"$HOME/.gitconfig\"; echo planted=$?",
+        loot = loot.display()
+    );
+    let first = d.submit_sh(&a, &plant);
+    assert!(d.once().status.success());
+    let second = d.submit_sh(&b, "git status --porcelain >/dev/null 2>&1; echo status=$?");
+    assert!(d.once().status.success());
+    assert_eq!(d.expect_result(&first).0, "done");
+    assert_eq!(d.expect_result(&second).0, "done");
+    assert!(
+        !d.log_of(&first).contains("planted=0"),
+        "{}",
+        d.log_of(&first)
+    );
+    assert!(!d.sb.home().join(".gitconfig").exists());
+    assert!(!loot.exists(), "the second job's .env was copied");
+    // Control: the same two commands outside the wall, sharing the home.
+    for (dir, script) in [
+        (&a, plant.as_str()),
+        (&b, "git status --porcelain >/dev/null 2>&1"),
+    ] {
+        let mut c = Command::new("sh");
+        d.sb.clean_env(&mut c);
+        let out = run(c.arg("-c").arg(script).current_dir(dir));
+        assert!(dir != &b || out.status.code().is_some(), "{}", stderr(&out));
+    }
+    assert!(d.sb.home().join(".gitconfig").exists());
+    assert_eq!(
+        fs::read_to_string(&loot).expect("the control copied it"),
+        "TOKEN=b-secret\n"
+    );
+}
