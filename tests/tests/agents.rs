@@ -500,7 +500,7 @@ fn sqlite_rows(db: &Path, sql: &str) -> Vec<Value> {
 
 /// The agent's own state is where it expects: configuration, the session transcript (with
 /// this turn's tool call in it) and the session index.
-fn assert_state(agent: Agent, sb: &Sandbox, wt: &Path, strict: bool) {
+fn assert_state(agent: Agent, sb: &Sandbox, wt: &Path, open_home: bool) {
     let home = sb.home();
     let wt_str = wt.display().to_string();
     let has_call = |files: &[PathBuf]| {
@@ -510,9 +510,9 @@ fn assert_state(agent: Agent, sb: &Sandbox, wt: &Path, strict: bool) {
     };
     match agent {
         Agent::Claude => {
-            // Under strict home the shim sets CLAUDE_CONFIG_DIR=~/.claude, which moves
-            // ~/.claude.json into it.
-            let (config, not) = if strict {
+            // Under the private (default) and read-only homes the shim sets
+            // CLAUDE_CONFIG_DIR=~/.claude, which moves ~/.claude.json into it.
+            let (config, not) = if !open_home {
                 (
                     home.join(".claude/.claude.json"),
                     Some(home.join(".claude.json")),
@@ -729,8 +729,9 @@ fn secrets_stay_outside(agent: Agent) {
     }
 }
 
-/// Under `home = "strict"`: the turn works and the agent's state lands in its own state
-/// directories, while `~/.ssh` is refused to the shell and to the file tool.
+/// Under `home = "read-only"` (spelled with its old name, "strict", which still works):
+/// the turn works and the agent's state lands in its own state directories, while `~/.ssh`
+/// is refused to the shell and to the file tool.
 fn works_under_strict_home(agent: Agent) {
     let cli = cli_bin_dir(agent);
     let sb = Sandbox::new(&format!("agent-{}-strict", agent.name()));
@@ -774,7 +775,7 @@ fn works_under_strict_home(agent: Agent) {
     assert!(!ssh.join("config").exists(), "{}", turn.describe());
     turn.assert_result_has(1, EACCES_TEXT);
     turn.assert_result_has(2, agent.write_refused());
-    assert_state(agent, &sb, &sb.wt(), true);
+    assert_state(agent, &sb, &sb.wt(), false);
 }
 
 #[test]

@@ -2752,3 +2752,122 @@ fn the_quarantine_watcher_is_walled_to_the_object_store() {
     let out = output(&mut control);
     assert!(stdout(&out).contains("planted"), "{}", describe(&out));
 }
+
+// ---- The private home (issue 15): a home laid out like a developer's.
+
+/// `~/src/app` (the main checkout, with the linked worktree `~/src/app-wt`), `~/src/other`
+/// with a `.env`, a key in `~/.ssh`, `~/.aws/credentials`, `~/.config/gh/hosts.yml`,
+/// `~/.bashrc` and `~/.gitconfig` with an identity. Returns (main, linked).
+fn realistic_home(scene: &Scene) -> (PathBuf, PathBuf) {
+    let home = scene.sb.home();
+    let main = home.join("src/app");
+    let linked = home.join("src/app-wt");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    git_root(&scene.sb, &main, &["init", "-q", "-b", "main"]);
+    std::fs::write(main.join("README"), "app\n").expect("write");
+    git_root(&scene.sb, &main, &["add", "README"]);
+    git_root(&scene.sb, &main, &["commit", "-qm", "init"]);
+    git_root(
+        &scene.sb,
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "task",
+            linked.to_str().expect("utf8"),
+        ],
+    );
+    let files = [
+        ("src/other/.env", "TOKEN=other-project-secret\n"),
+        ("src/other/main.c", "int main(void) { return 0; }\n"),
+        (".ssh/id_ed25519", "PRIVATE KEY landwall-test\n"),
+        (".ssh/config", "Host example\n  User git\n"),
+        (
+            ".aws/credentials",
+            "[default]\naws_secret_access_key = landwall\n",
+        ),
+        (
+            ".config/gh/hosts.yml",
+            "github.com:\n  oauth_token: gho_landwall\n",
+        ),
+        (".bashrc", "# the user's own\n"),
+        (
+            ".gitconfig",
+            "[user]\n\tname = Home Identity\n\temail = home@landwall.invalid\n",
+        ),
+    ];
+    for (rel, text) in files {
+        let p = home.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&p, text).expect("write");
+    }
+    if scene.who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&home, uid, gid);
+    }
+    (main, linked)
+}
+
+/// Under the default (private) home, from the linked worktree and from the main checkout:
+/// every read and write of another project and every credential is refused, `~/.bashrc`
+/// cannot be changed, `$HOME` cannot be listed; `git commit` works and takes its identity
+/// from `~/.gitconfig`. Each refused attempt gets through outside the wall.
+fn private_home(who: Who) {
+    let scene = Scene::new("esc-private-home", who);
+    let (main, linked) = realistic_home(&scene);
+    let home = scene.sb.home();
+    let bashrc = home.join(".bashrc");
+    let secrets = [
+        home.join("src/other/.env"),
+        home.join(".ssh/id_ed25519"),
+        home.join(".aws/credentials"),
+        home.join(".config/gh/hosts.yml"),
+    ];
+    for dir in [&linked, &main] {
+        let mut attempts: Vec<Vec<OsString>> = secrets
+            .iter()
+            .map(|p| scene.attempt("read", &[p]))
+            .collect();
+        attempts.push(scene.attempt("write", &[&home.join("src/other/planted")]));
+        attempts.push(scene.attempt("write", &[&bashrc]));
+        attempts.push(scene.attempt("list", &[&home]));
+        attempts.push(scene.attempt("list", &[&home.join("src")]));
+        for attempt in &attempts {
+            let before = read(&bashrc);
+            let out = output(scene.walled(attempt).current_dir(dir));
+            assert!(scene.sb.ran_in(dir), "{}", describe(&out));
+            std::fs::remove_file(dir.join("marker")).expect("marker");
+            assert_blocked(
+                &format!("walled in {}", dir.display()),
+                &out,
+                Some("EACCES"),
+            );
+            assert_eq!(read(&bashrc), before, "~/.bashrc was changed");
+            assert!(!home.join("src/other/planted").exists());
+            let out = output(scene.control(attempt).current_dir(dir));
+            assert_escaped("control", &out);
+            let _ignored = std::fs::remove_file(home.join("src/other/planted"));
+        }
+        // git commit works, with the identity of ~/.gitconfig (read-only in the wall).
+        let commit = [
+            os("/bin/sh"),
+            os("-c"),
+            os("echo work > work.txt && git add work.txt && git commit -qm work && git log -1 --format=%an"),
+        ];
+        let out = output(scene.walled(&commit).current_dir(dir));
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(stdout(&out).trim(), "Home Identity", "{}", describe(&out));
+        std::fs::remove_file(dir.join("marker")).expect("marker");
+    }
+    // Started from the home itself: refused, the agent does not run.
+    let out = output(
+        scene
+            .walled(&scene.attempt("list", &[&home]))
+            .current_dir(&home),
+    );
+    assert_eq!(out.status.code(), Some(78), "{}", describe(&out));
+    assert!(!scene.sb.ran_in(&home));
+}
+root_and_user!(escape_private_home, escape_private_home_unprivileged => private_home);
