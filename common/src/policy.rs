@@ -1066,6 +1066,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
                     b.add_state_dir(&real_home, dir, format!("{agent}'s own state"))?;
                 }
                 b.add_home_read_only(&real_home, &mut notes);
+                notes.push("$HOME is private (home = \"private\", the default): the agent writes only its own state there and reads what its tools need; your other projects and credential stores are invisible to it".to_string());
             }
         }
         if let Some(rule) = b.rules.iter().find(|r| r.reason.starts_with("$HOME")) {
@@ -1146,9 +1147,11 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     // The private home's credential stores, invisible whatever else grants them.
     if let (HomeMode::Private, Some(home)) = (config.home, home) {
         if let Ok((real_home, _)) = b.resolver.resolve(home) {
-            patterns.extend(profile::CREDENTIAL_STORES.iter().filter_map(|rel| {
-                DenyPattern::parse(real_home.join(rel).to_str()?).ok()
-            }));
+            patterns.extend(
+                profile::CREDENTIAL_STORES
+                    .iter()
+                    .filter_map(|rel| DenyPattern::parse(real_home.join(rel).to_str()?).ok()),
+            );
         }
     }
     let denied = denied_paths(&patterns, &mut b.resolver, &mut b.listings);

@@ -244,16 +244,20 @@ pub fn refuse_too_wide(wt: &Worktree, home: Option<&Path>) -> Result<(), Worktre
     let Ok(entries) = std::fs::read_dir(&wt.root) else {
         return Ok(());
     };
-    for entry in entries.flatten() {
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && entry.path().join(".git").symlink_metadata().is_ok() {
-            return too_wide(format!(
-                "a directory of projects (it holds the repository {})",
-                entry.path().display()
-            ));
-        }
+    // The first repository by name, so that the message is the same at every launch.
+    let first = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| p.join(".git").symlink_metadata().is_ok())
+        .min();
+    match first {
+        Some(repo) => too_wide(format!(
+            "a directory of projects (it holds the repository {})",
+            repo.display()
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The nearest `.git` at or above `start`: the top level, the `.git` path and its `lstat`.
