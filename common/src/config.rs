@@ -781,7 +781,9 @@ fn merge(
             other => {
                 return v.err(
                     home.span(),
-                    format!("`home` must be \"private\", \"read-only\" or \"open\", not \"{other}\""),
+                    format!(
+                        "`home` must be \"private\", \"read-only\" or \"open\", not \"{other}\""
+                    ),
                 )
             }
         };
@@ -1191,12 +1193,32 @@ allow_all = true
         for (system, user, want) in [
             ("", "", HomeMode::Private),
             ("", "home = \"open\"\n", HomeMode::Private),
-            ("home = \"read-only\"\n", "home = \"open\"\n", HomeMode::ReadOnly),
-            ("home = \"strict\"\n", "home = \"default\"\n", HomeMode::ReadOnly),
-            ("home = \"open\"\n", "home = \"read-only\"\n", HomeMode::ReadOnly),
-            ("home = \"open\"\n", "home = \"private\"\n", HomeMode::Private),
+            (
+                "home = \"read-only\"\n",
+                "home = \"open\"\n",
+                HomeMode::ReadOnly,
+            ),
+            (
+                "home = \"strict\"\n",
+                "home = \"default\"\n",
+                HomeMode::ReadOnly,
+            ),
+            (
+                "home = \"open\"\n",
+                "home = \"read-only\"\n",
+                HomeMode::ReadOnly,
+            ),
+            (
+                "home = \"open\"\n",
+                "home = \"private\"\n",
+                HomeMode::Private,
+            ),
             ("home = \"open\"\n", "", HomeMode::Open),
-            ("home = \"read-only\"\n", "home = \"private\"\n", HomeMode::Private),
+            (
+                "home = \"read-only\"\n",
+                "home = \"private\"\n",
+                HomeMode::Private,
+            ),
         ] {
             std::fs::write(dir.join("sys.toml"), system).expect("write");
             std::fs::write(dir.join("u/landwall/landwall.toml"), user).expect("write");

@@ -287,7 +287,8 @@ fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
     let mut path = home.to_path_buf();
     let there = rel.split('/').filter(|p| !p.is_empty()).all(|part| {
         path.push(part);
-        path.symlink_metadata().is_ok_and(|m| m.file_type().is_dir())
+        path.symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_dir())
     });
     if there {
         return Ok(());

@@ -1157,6 +1157,25 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     let denied = denied_paths(&patterns, &mut b.resolver, &mut b.listings);
     let rules = b.dedup();
     let rules = carve(rules, &denied, &mut b.listings);
+    // The linked worktree's note says the repository's config and hooks are read-only: true
+    // unless another grant (an open home holding the repository, a configured `writable`)
+    // covers them, which it must then say instead.
+    if let Some(q) = &quarantine {
+        let config_file = q.common().join("config");
+        if let Some(rule) = rules
+            .iter()
+            .filter(|r| r.access.writes() && within(&config_file, &r.path))
+            .max_by_key(|r| r.path.as_os_str().len())
+        {
+            if let Some(note) = notes.iter_mut().find(|n| n.starts_with("linked worktree:")) {
+                *note = format!(
+                    "linked worktree: the repository's config and hooks are writable all the same, through the grant {} ({}): a hook or core.fsmonitor planted there runs the next time you use git in this repository, outside the wall",
+                    rule.path.display(),
+                    rule.reason
+                );
+            }
+        }
+    }
     let mut off = OffLimits::defaults(config);
     off.extend(config.off_limits.iter().cloned());
     check_off_limits(&rules, &off)?;

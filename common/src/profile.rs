@@ -29,7 +29,10 @@
 pub const HOME_READ_ONLY: &[(&str, &str)] = &[
     (".gitconfig", "git's configuration (identity, aliases)"),
     (".config/git", "git's configuration (XDG)"),
-    (".ssh/config", "ssh's client configuration, for git over ssh"),
+    (
+        ".ssh/config",
+        "ssh's client configuration, for git over ssh",
+    ),
     (".ssh/known_hosts", "ssh's known hosts, for git over ssh"),
     (".profile", "shell start-up"),
     (".bashrc", "shell start-up"),
@@ -39,10 +42,16 @@ pub const HOME_READ_ONLY: &[(&str, &str)] = &[
     (".zprofile", "shell start-up"),
     (".inputrc", "readline's key bindings"),
     (".editorconfig", "editor settings tools read"),
-    (".local/bin", "programs installed for the user (pipx, the native Claude Code)"),
+    (
+        ".local/bin",
+        "programs installed for the user (pipx, the native Claude Code)",
+    ),
     (".local/lib", "libraries of programs installed for the user"),
     (".local/share/claude", "the native Claude Code's versions"),
-    (".cargo", "Rust toolchain (rustup's proxies, installed binaries)"),
+    (
+        ".cargo",
+        "Rust toolchain (rustup's proxies, installed binaries)",
+    ),
     (".rustup", "Rust toolchains"),
     (".nvm", "Node.js versions (nvm)"),
     (".volta", "Node.js versions (Volta)"),
@@ -62,6 +71,7 @@ pub const HOME_READ_ONLY: &[(&str, &str)] = &[
 /// patterns relative to `$HOME`.
 pub const CREDENTIAL_STORES: &[&str] = &[
     ".ssh/id_*",
+    ".ssh/*_key",
     ".ssh/*.pem",
     ".aws",
     ".azure",
@@ -80,6 +90,13 @@ pub const CREDENTIAL_STORES: &[&str] = &[
     ".cargo/credentials",
     ".cargo/credentials.toml",
     ".local/share/keyrings",
+    ".local/share/password-store",
+    ".vault-token",
+    ".config/op",
+    ".config/rclone",
+    ".terraform.d/credentials.tfrc.json",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
     ".mozilla",
     ".config/google-chrome",
     ".config/chromium",

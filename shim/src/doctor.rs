@@ -13,9 +13,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use landwall::agent::{FileId, Found};
-use landwall::config::{self, ConfigPaths, DEFAULT_MIN_ABI};
+use landwall::config::{self, ConfigPaths, DenyPattern, DEFAULT_MIN_ABI};
 use landwall::plan::{self, var};
+use landwall::policy::{Access, Policy};
+use landwall::profile;
 use landwall::wall::{self, UnixGuard};
+use landwall::worktree::GitLayout;
 
 /// The agents landwall ships shims for.
 pub const KNOWN_AGENTS: &[&str] = &["claude", "opencode", "codex"];
@@ -49,12 +52,14 @@ pub fn run(vars: &plan::Vars) -> i32 {
             config::Config::default()
         }
     };
+    for d in &config.deprecated {
+        r.line(format!("note        {d}; the old name still works"));
+    }
+    // The policy for the cwd: what the exposure lines (and the user config's) say comes
+    // from its `decide`.
+    let policy = cwd_policy(vars, &config);
     if let Some(user) = &paths.user {
-        r.line(format!(
-            "user config {}: {}; note: under the default policy the agent can write this file (it is under $HOME); its keys that widen the wall count only when root owns it and the agent cannot rewrite it",
-            user.display(),
-            if user.exists() { "present" } else { "absent" }
-        ));
+        r.line(user_config_line(user, policy.as_ref().ok()));
     }
 
     // Kernel.
@@ -107,8 +112,9 @@ pub fn run(vars: &plan::Vars) -> i32 {
     }
 
     // What the policy for this directory leaves open.
-    for l in exposure(vars, &config) {
-        r.line(l);
+    // Its lines quote names of files and directories in $HOME, escaped one by one.
+    for l in exposure(vars, &policy) {
+        r.escaped(&l);
     }
     // The doors beside the wall: loopback listeners, Unix sockets, what the filter refuses.
     // Their lines quote socket paths and process names any local process chooses, escaped
@@ -214,7 +220,8 @@ fn agent_line(
     s
 }
 
-/// Sensitive paths a user would not want an agent to write, relative to `$HOME`.
+/// Sensitive paths a user would not want an agent to write, relative to `$HOME`: code
+/// planted there runs later, in the user's next shell or git command, outside the wall.
 const SENSITIVE_IN_HOME: &[&str] = &[
     ".bashrc",
     ".bash_profile",
@@ -226,88 +233,475 @@ const SENSITIVE_IN_HOME: &[&str] = &[
     ".config/landwall/landwall.toml",
 ];
 
-/// Which sensitive paths the agent could write under the policy for the cwd.
-fn exposure(vars: &plan::Vars, config: &config::Config) -> Vec<String> {
-    let cwd = match std::env::current_dir() {
-        Ok(c) => c,
-        Err(e) => return vec![format!("exposure    cannot read the cwd: {e}")],
-    };
-    let policy = match plan::build_policy("claude", None, &cwd, true, None, vars, config) {
-        Ok(p) => p,
-        Err(e) => {
-            return vec![format!(
-                "exposure    no policy for {}: {}",
-                cwd.display(),
-                landwall::spool::printable(&e.to_string())
-            )]
+/// How far doctor looks for other repositories in `$HOME`: `$HOME/*/.git` and
+/// `$HOME/*/*/.git` (and `$HOME/.git`), at most this many directory entries, for at most
+/// this long. A home with more is reported as looked at in part.
+const REPO_SCAN: ScanLimits = ScanLimits {
+    depth: 2,
+    entries: 4096,
+    budget: Duration::from_millis(25),
+};
+
+/// At most this many repositories are named on a line.
+const MAX_REPOS_LISTED: usize = 20;
+
+/// `path` for a report line, escaped (any local process names files and directories).
+fn shown(path: &Path) -> String {
+    landwall::spool::printable(&path.to_string_lossy()).into_owned()
+}
+
+/// `path` as `~/…` when it lies in `home`, escaped.
+fn in_home(home: &Path, path: &Path) -> String {
+    match path.strip_prefix(home) {
+        Ok(rel) if rel.as_os_str().is_empty() => "~".to_string(),
+        Ok(rel) => format!("~/{}", shown(rel)),
+        Err(_) => shown(path),
+    }
+}
+
+/// The policy for the cwd, as the `claude` shim would build it here, or the line saying
+/// why there is none (escaped).
+fn cwd_policy(vars: &plan::Vars, config: &config::Config) -> Result<Policy, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("exposure    cannot read the cwd: {e}"))?;
+    plan::build_policy("claude", None, &cwd, true, None, vars, config).map_err(|e| {
+        format!(
+            "exposure    no policy for {}: {}",
+            shown(&cwd),
+            landwall::spool::printable(&e.to_string())
+        )
+    })
+}
+
+/// What the policy lets the agent do with `path`: read, write (`Access::ReadWrite` or
+/// more), or nothing (`None`; list-only is nothing to read).
+fn verdict(policy: &Policy, path: &Path) -> Option<(Access, String)> {
+    let rule = policy.decide(path).rule?;
+    (rule.access >= Access::ReadOnly).then(|| (rule.access, rule.reason.to_string()))
+}
+
+/// The stronger of two verdicts.
+fn stronger(a: Option<(Access, String)>, b: Option<(Access, String)>) -> Option<(Access, String)> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.0 > a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What the agent can do with a path doctor names: `read-only` or `read-write`.
+fn access_word(access: Access) -> &'static str {
+    if access.writes() {
+        "read-write"
+    } else {
+        "read-only"
+    }
+}
+
+/// The user configuration file's line: whether it is there, and what the policy for the
+/// cwd lets the agent do with it.
+fn user_config_line(user: &Path, policy: Option<&Policy>) -> String {
+    let present = if user.exists() { "present" } else { "absent" };
+    let agent = match policy.map(|p| verdict(p, user)) {
+        None => String::new(),
+        Some(Some((a, why))) if a.writes() => {
+            format!("the agent can write it here (grant: {why}); ")
         }
+        Some(Some((_, why))) => {
+            format!("the agent can read but not write it here (grant: {why}); ")
+        }
+        Some(None) => "the agent cannot read it here; ".to_string(),
     };
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(home) = var(vars, "HOME") {
-        candidates.extend(SENSITIVE_IN_HOME.iter().map(|p| Path::new(home).join(p)));
-    }
-    let git_dirs: Vec<PathBuf> = match &policy.worktree.git {
-        landwall::worktree::GitLayout::Main { git_dir } => vec![git_dir.clone()],
-        // Git reads hooks and config from the common dir (a submodule's own git dir).
-        landwall::worktree::GitLayout::Linked {
-            git_dir,
-            common_dir,
-        } => vec![common_dir.clone().unwrap_or_else(|| git_dir.clone())],
-        landwall::worktree::GitLayout::None => Vec::new(),
-    };
-    for g in git_dirs {
-        candidates.push(g.join("config"));
-        candidates.push(g.join("hooks"));
-    }
-    let writable: Vec<String> = candidates
-        .iter()
-        .filter(|p| policy.decide(p).rule.is_some_and(|r| r.access.writes()))
-        .map(|p| p.display().to_string())
-        .collect();
-    let mut out = Vec::new();
-    if let Some(first) = crate::cli::git_sources(&policy).first() {
-        out.push(format!("git dirs    {first}"));
-        out.extend(
-            crate::cli::git_sources(&policy)
-                .iter()
-                .skip(1)
-                .map(|s| format!("            {s}")),
+    format!(
+        "user config {}: {present}; {agent}its keys that widen the wall count only when root owns it and the agent cannot rewrite it",
+        user.display()
+    )
+}
+
+/// The credential stores ([`profile::CREDENTIAL_STORES`]) that exist in `home`, their
+/// patterns expanded by listing the directory they name, sorted.
+fn credential_stores(home: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for rel in profile::CREDENTIAL_STORES {
+        let path = home.join(rel);
+        if !rel.contains('*') {
+            if path.symlink_metadata().is_ok() {
+                found.push(path);
+            }
+            continue;
+        }
+        let Some(pattern) = path.to_str().and_then(|p| DenyPattern::parse(p).ok()) else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(&pattern.dir) else {
+            continue;
+        };
+        found.extend(
+            entries
+                .flatten()
+                .filter(|e| pattern.matches(&e.file_name().to_string_lossy()))
+                .map(|e| e.path()),
         );
     }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// How far [`find_repos`] looks.
+#[derive(Debug, Clone, Copy)]
+struct ScanLimits {
+    /// Directory levels below the start (1: its entries).
+    depth: usize,
+    /// Directory entries looked at, in all.
+    entries: usize,
+    /// Time.
+    budget: Duration,
+}
+
+/// What [`find_repos`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct RepoScan {
+    /// Directories holding a `.git` (directory or file), sorted.
+    repos: Vec<PathBuf>,
+    /// Whether it stopped at a limit before looking everywhere it would.
+    cut_short: bool,
+}
+
+/// Repositories in `home`: `home` itself and the directories down to `limits.depth` levels
+/// below it that hold a `.git`. Hidden entries are passed over (toolchains kept as git
+/// checkouts: `~/.nvm`, `~/.pyenv`), symbolic links are not followed, and a repository's
+/// own directories are not looked into.
+fn find_repos(home: &Path, limits: ScanLimits) -> RepoScan {
+    let start = Instant::now();
+    let mut scan = RepoScan::default();
+    if home.join(".git").symlink_metadata().is_ok() {
+        scan.repos.push(home.to_path_buf());
+    }
+    let mut looked = 0usize;
+    let mut level = vec![home.to_path_buf()];
+    'levels: for _ in 0..limits.depth {
+        let mut next = Vec::new();
+        for dir in &level {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                looked += 1;
+                if looked > limits.entries || start.elapsed() > limits.budget {
+                    scan.cut_short = true;
+                    break 'levels;
+                }
+                if e.file_name().as_bytes().starts_with(b".")
+                    || !e.file_type().is_ok_and(|t| t.is_dir())
+                {
+                    continue;
+                }
+                let path = e.path();
+                if path.join(".git").symlink_metadata().is_ok() {
+                    scan.repos.push(path);
+                } else {
+                    next.push(path);
+                }
+            }
+        }
+        level = next;
+    }
+    scan.repos.sort();
+    scan
+}
+
+/// The git dir a worktree's `.git` names: itself when a directory, what its `gitdir:` line
+/// names when a file (a linked worktree or a submodule); resolved.
+fn git_dir_of(repo: &Path) -> Option<PathBuf> {
+    let dotgit = repo.join(".git");
+    let meta = dotgit.symlink_metadata().ok()?;
+    if meta.is_dir() {
+        return std::fs::canonicalize(&dotgit).ok();
+    }
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&dotgit).ok()?;
+    let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    std::fs::canonicalize(repo.join(named)).ok()
+}
+
+/// Whether `repo` is the worktree the policy is for, or another worktree of its repository
+/// (its git dir lies in the repository's git dir: `<common>/worktrees/<id>`).
+fn same_repository(repo: &Path, root: &Path, ours: Option<&Path>) -> bool {
+    if std::fs::canonicalize(repo).is_ok_and(|r| r == root) {
+        return true;
+    }
+    match (ours, git_dir_of(repo)) {
+        (Some(ours), Some(theirs)) => theirs.starts_with(ours),
+        _ => false,
+    }
+}
+
+/// One exposure line for `what` in `home` the policy lets the agent read (`found`, with
+/// their verdicts), naming the grants; `None` when there are none.
+fn readable_line(
+    what: &str,
+    home: &Path,
+    found: &[(PathBuf, Access, String)],
+    cut_short: bool,
+) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let mut names: Vec<String> = found
+        .iter()
+        .take(MAX_REPOS_LISTED)
+        .map(|(p, a, _)| format!("{} ({})", in_home(home, p), access_word(*a)))
+        .collect();
+    if found.len() > MAX_REPOS_LISTED {
+        names.push(format!("and {} more", found.len() - MAX_REPOS_LISTED));
+    }
+    let mut grants: Vec<&str> = Vec::new();
+    for (_, _, why) in found {
+        if !grants.contains(&why.as_str()) {
+            grants.push(why);
+        }
+    }
+    Some(format!(
+        "exposure    {what} in $HOME the agent can read: {} (grant: {}){}",
+        names.join(", "),
+        landwall::spool::printable(&grants.join(", ")),
+        if cut_short {
+            " (the search for repositories stopped early: there may be more)"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// What the policy lets the agent read in `home` that it should not: the credential stores
+/// there and the other repositories (those of other projects, with their history, `.env`
+/// files, and hooks). Whether any was found.
+fn home_exposure(policy: &Policy, home: &Path, out: &mut Vec<String>) -> bool {
+    let ours: Option<&Path> = match &policy.worktree.git {
+        GitLayout::Main { git_dir } => Some(git_dir),
+        GitLayout::Linked {
+            common_dir: Some(common),
+            ..
+        } => Some(common),
+        GitLayout::Linked {
+            git_dir,
+            common_dir: None,
+        } => Some(git_dir),
+        GitLayout::None => None,
+    };
+    let judged = |paths: Vec<PathBuf>| -> Vec<(PathBuf, Access, String)> {
+        paths
+            .into_iter()
+            .filter_map(|p| {
+                let v = stronger(verdict(policy, &p), verdict(policy, &p.join(".git")));
+                v.map(|(a, why)| (p, a, why))
+            })
+            .collect()
+    };
+    let stores: Vec<(PathBuf, Access, String)> = credential_stores(home)
+        .into_iter()
+        .filter_map(|p| verdict(policy, &p).map(|(a, why)| (p, a, why)))
+        .collect();
+    let scan = find_repos(home, REPO_SCAN);
+    let repos = judged(
+        scan.repos
+            .into_iter()
+            .filter(|r| !same_repository(r, &policy.worktree.root, ours))
+            .collect(),
+    );
+    let lines: Vec<String> = [
+        readable_line("credential stores", home, &stores, false),
+        readable_line("other repositories", home, &repos, scan.cut_short),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if lines.is_empty() {
+        out.push(format!(
+            "exposure    no credential store or other repository in $HOME is readable by the agent{}",
+            if scan.cut_short {
+                " (the search for repositories stopped early)"
+            } else {
+                ""
+            }
+        ));
+        return false;
+    }
+    out.extend(lines);
+    true
+}
+
+/// The repository's config and hooks, where git finds code to run (hooks, core.fsmonitor,
+/// core.pager, aliases), as the policy grants them. For a linked worktree they lie in the
+/// common dir, read-only unless a broader grant (an open home) covers it; for a main
+/// worktree in its `.git`, inside the writable worktree.
+fn git_exposure(policy: &Policy, out: &mut Vec<String>) {
+    let (layout, dir) = match &policy.worktree.git {
+        GitLayout::Main { git_dir } => ("main worktree", git_dir),
+        GitLayout::Linked {
+            common_dir: Some(common),
+            ..
+        } => ("linked worktree", common),
+        // Git reads hooks and config from a submodule's own git dir.
+        GitLayout::Linked {
+            git_dir,
+            common_dir: None,
+        } => ("submodule", git_dir),
+        GitLayout::None => return,
+    };
+    let meta: Vec<(PathBuf, Option<(Access, String)>)> = ["config", "hooks"]
+        .iter()
+        .map(|n| dir.join(n))
+        .map(|p| {
+            let v = verdict(policy, &p);
+            (p, v)
+        })
+        .collect();
+    let writable: Vec<&(PathBuf, Option<(Access, String)>)> = meta
+        .iter()
+        .filter(|(_, v)| v.as_ref().is_some_and(|(a, _)| a.writes()))
+        .collect();
+    if writable.is_empty() {
+        let said: Vec<String> = meta
+            .iter()
+            .map(|(p, v)| {
+                format!(
+                    "{} ({})",
+                    shown(p),
+                    match v {
+                        Some((a, _)) => access_word(*a),
+                        None => "not readable",
+                    }
+                )
+            })
+            .collect();
+        out.push(format!(
+            "git meta    {layout}: the agent cannot write the repository's config and hooks: {}",
+            said.join(", ")
+        ));
+    } else {
+        let paths: Vec<String> = writable.iter().map(|(p, _)| shown(p)).collect();
+        let mut grants: Vec<&str> = Vec::new();
+        for (_, v) in &writable {
+            if let Some((_, why)) = v {
+                if !grants.contains(&why.as_str()) {
+                    grants.push(why);
+                }
+            }
+        }
+        let advice = if layout == "main worktree" && grants == ["worktree"] {
+            "; run agents in a linked worktree (`git worktree add`) to keep them read-only"
+        } else {
+            ""
+        };
+        out.push(format!(
+            "exposure    {layout}: the agent can write the repository's {} (grant: {}): a hook or core.fsmonitor planted there runs the next time you use git in this repository, outside the wall{advice}",
+            paths.join(" and "),
+            landwall::spool::printable(&grants.join(", "))
+        ));
+    }
+    let dotgit = policy.worktree.root.join(".git");
+    if layout == "linked worktree" && verdict(policy, &dotgit).is_some_and(|(a, _)| a.writes()) {
+        out.push(format!(
+            "note        {layout}: this worktree's own .git file stays writable: an agent can point it at a git dir it wrote, whose hooks or core.fsmonitor your next git command in this worktree would run outside the wall: check `cat .git` (or run `git worktree repair` from the main checkout) before using git here after a run"
+        ));
+    }
+}
+
+/// Whether doctor says what the policy note `note` says itself, from [`Policy::decide`]:
+/// the notes on the git layout (which state what the layout grants, whatever broader grant
+/// covers it as well), and the private home's (when something in `$HOME` is readable all
+/// the same).
+fn restated(note: &str, home_exposed: bool) -> bool {
+    ["main worktree:", "linked worktree:", "submodule:"]
+        .iter()
+        .any(|p| note.starts_with(p))
+        || (home_exposed && note.starts_with("$HOME is private"))
+}
+
+/// What the policy for the cwd leaves open: sensitive files in `$HOME` the agent could
+/// write, credential stores and other repositories it could read, the repository's config
+/// and hooks, the object store's protection. Each line is escaped.
+fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>) -> Vec<String> {
+    let policy = match policy {
+        Ok(p) => p,
+        Err(line) => return vec![line.clone()],
+    };
+    let root = shown(&policy.worktree.root);
+    let home = var(vars, "HOME").map(Path::new);
+    let mut out = Vec::new();
+    out.extend(
+        crate::cli::git_sources(policy)
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    "{}{}",
+                    if i == 0 {
+                        "git dirs    "
+                    } else {
+                        "            "
+                    },
+                    landwall::spool::printable(s)
+                )
+            }),
+    );
+    let writable: Vec<String> = home
+        .map(|home| {
+            SENSITIVE_IN_HOME
+                .iter()
+                .map(|p| home.join(p))
+                .filter(|p| verdict(policy, p).is_some_and(|(a, _)| a.writes()))
+                .map(|p| in_home(home, &p))
+                .collect()
+        })
+        .unwrap_or_default();
     out.push(if writable.is_empty() {
         format!(
-            "exposure    in {}: none of the sensitive paths checked is writable by the agent",
-            policy.worktree.root.display()
+            "exposure    in {root}: none of the sensitive files checked in $HOME is writable by the agent"
         )
     } else {
         format!(
-            "exposure    in {}, the agent can write: {} (code planted there can run later outside the wall)",
-            policy.worktree.root.display(),
+            "exposure    in {root}, the agent can write: {} (code planted there can run later outside the wall)",
             writable.join(", ")
         )
     });
+    let home_exposed = match home {
+        Some(home) => home_exposure(policy, home, &mut out),
+        None => false,
+    };
+    git_exposure(policy, &mut out);
     if let Some(q) = &policy.quarantine {
         let root = landwall::plan::running_as_root();
         out.push(match landwall::ns::probe(root) {
             Ok(()) => format!(
                 "namespace   a private mount namespace is available: {}/ is read-only to the agent, its new objects go to {}",
-                q.objects.display(),
-                q.dir.display()
+                shown(&q.objects),
+                shown(&q.dir)
             ),
             Err(e) => format!(
-                "namespace   a private mount namespace is REFUSED here ({e}): the agent can change {} (existing objects included); protect_required = true refuses to launch instead",
-                q.objects.display()
+                "namespace   a private mount namespace is REFUSED here ({}): the agent can change {} (existing objects included); protect_required = true refuses to launch instead",
+                landwall::spool::printable(&e.to_string()),
+                shown(&q.objects)
             ),
         });
         let kept = kept_back(&q.dir);
         if kept > 0 {
             out.push(format!(
                 "quarantine  {kept} object(s) in {} were not moved into the repository: they failed the check of content against name (or are being written now)",
-                q.dir.display()
+                shown(&q.dir)
             ));
         }
     }
-    out.extend(policy.notes.iter().map(|n| format!("note        {n}")));
+    out.extend(
+        policy
+            .notes
+            .iter()
+            .filter(|n| !restated(n, home_exposed))
+            .map(|n| format!("note        {}", landwall::spool::printable(n))),
+    );
     out
 }
 
@@ -864,6 +1258,163 @@ fn is_socket(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A scratch directory for one test, emptied first.
+    fn scratch(name: &str) -> PathBuf {
+        let s = std::env::temp_dir().join(format!("lw-doctor-{name}-{}", std::process::id()));
+        let _ignored = std::fs::remove_dir_all(&s);
+        std::fs::create_dir_all(&s).expect("mkdir");
+        std::fs::canonicalize(&s).expect("canonicalize")
+    }
+
+    fn mkdirs(root: &Path, dirs: &[&str]) {
+        for d in dirs {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+    }
+
+    const UNLIMITED: ScanLimits = ScanLimits {
+        depth: 2,
+        entries: usize::MAX,
+        budget: Duration::from_secs(60),
+    };
+
+    /// Two levels down, hidden entries and links passed over, no look inside a repository.
+    #[test]
+    fn repositories_are_found_two_levels_down() {
+        let home = scratch("repos");
+        mkdirs(
+            &home,
+            &[
+                "top/.git",
+                "top/vendor/lib/.git",
+                "src/a/.git",
+                "src/b",
+                "src/deep/er/.git",
+                ".nvm/.git",
+                ".config/x/.git",
+                "docs",
+            ],
+        );
+        // A linked worktree's `.git` is a file.
+        std::fs::write(home.join("src/b/.git"), "gitdir: ../a/.git/worktrees/b\n").expect("write");
+        std::os::unix::fs::symlink(home.join("src/a"), home.join("link")).expect("symlink");
+        let scan = find_repos(&home, UNLIMITED);
+        let rel: Vec<&Path> = scan
+            .repos
+            .iter()
+            .map(|p| p.strip_prefix(&home).expect("in home"))
+            .collect();
+        assert_eq!(
+            rel,
+            [Path::new("src/a"), Path::new("src/b"), Path::new("top")]
+        );
+        assert!(!scan.cut_short);
+        // $HOME itself can be a repository (dotfiles): found, and looked into.
+        mkdirs(&home, &[".git"]);
+        assert_eq!(find_repos(&home, UNLIMITED).repos.len(), 4);
+        // The limits stop it, and say so.
+        let few = find_repos(
+            &home,
+            ScanLimits {
+                entries: 2,
+                ..UNLIMITED
+            },
+        );
+        assert!(few.cut_short && few.repos.len() < 4, "{few:?}");
+        let none = find_repos(
+            &home,
+            ScanLimits {
+                budget: Duration::ZERO,
+                ..UNLIMITED
+            },
+        );
+        assert!(none.cut_short, "{none:?}");
+        std::fs::remove_dir_all(&home).expect("cleanup");
+    }
+
+    /// The current worktree, the repository's main checkout and its other worktrees are one
+    /// repository; a repository elsewhere is another.
+    #[test]
+    fn worktrees_of_the_same_repository_are_told_apart() {
+        let home = scratch("same");
+        mkdirs(&home, &["app/.git/worktrees/wt", "wt", "wt2", "other/.git"]);
+        std::fs::write(
+            home.join("wt/.git"),
+            format!("gitdir: {}/app/.git/worktrees/wt\n", home.display()),
+        )
+        .expect("write");
+        mkdirs(&home, &["app/.git/worktrees/wt2"]);
+        std::fs::write(home.join("wt2/.git"), "gitdir: ../app/.git/worktrees/wt2\n")
+            .expect("write");
+        let common = home.join("app/.git");
+        let root = home.join("wt");
+        for same in ["wt", "wt2", "app"] {
+            assert!(
+                same_repository(&home.join(same), &root, Some(&common)),
+                "{same}"
+            );
+        }
+        assert!(!same_repository(&home.join("other"), &root, Some(&common)));
+        assert!(!same_repository(&home.join("app"), &root, None));
+        assert_eq!(
+            git_dir_of(&home.join("wt2")),
+            Some(home.join("app/.git/worktrees/wt2"))
+        );
+        std::fs::remove_dir_all(&home).expect("cleanup");
+    }
+
+    /// The credential stores that exist, with `*` patterns expanded.
+    #[test]
+    fn credential_stores_are_listed_with_patterns_expanded() {
+        let home = scratch("stores");
+        mkdirs(&home, &[".ssh", ".aws", ".config/gh", ".config/git"]);
+        for f in [
+            ".ssh/id_ed25519",
+            ".ssh/id_rsa.pub",
+            ".ssh/config",
+            ".ssh/deploy.pem",
+            ".netrc",
+        ] {
+            std::fs::write(home.join(f), "x").expect("write");
+        }
+        let rel: Vec<PathBuf> = credential_stores(&home)
+            .iter()
+            .map(|p| p.strip_prefix(&home).expect("in home").to_path_buf())
+            .collect();
+        let want: Vec<PathBuf> = [
+            ".aws",
+            ".config/gh",
+            ".netrc",
+            ".ssh/deploy.pem",
+            ".ssh/id_ed25519",
+            ".ssh/id_rsa.pub",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(rel, want);
+        std::fs::remove_dir_all(&home).expect("cleanup");
+    }
+
+    #[test]
+    fn policy_notes_doctor_restates() {
+        assert!(restated("main worktree: its .git/config …", false));
+        assert!(restated(
+            "linked worktree: the repository's config …",
+            false
+        ));
+        assert!(restated("submodule: its git dir …", false));
+        assert!(!restated(
+            "$HOME is private (home = \"private\", the default): …",
+            false
+        ));
+        assert!(restated(
+            "$HOME is private (home = \"private\", the default): …",
+            true
+        ));
+        assert!(!restated("$HOME is writable (home = \"open\"): …", true));
+    }
 
     /// An IPv4 address as `/proc/net/tcp` prints it on this machine.
     fn hex4(a: [u8; 4]) -> String {

@@ -169,7 +169,7 @@ fn writes_inside_the_grant_succeed() {
         &sb,
         &[
             ("write", &sb.wt().join("file")),
-            ("write", &sb.home().join(".agent-state")),
+            ("write", &sb.home().join(".claude/agent-state")),
             ("write", &tmp_file),
             ("read", Path::new("/etc/passwd")),
         ],
@@ -180,12 +180,12 @@ fn writes_inside_the_grant_succeed() {
         "{report}"
     );
     assert_eq!(
-        status_of(&report, "write", &sb.home().join(".agent-state")),
+        status_of(&report, "write", &sb.home().join(".claude/agent-state")),
         0
     );
     assert_eq!(status_of(&report, "write", &tmp_file), 0);
     assert_eq!(status_of(&report, "read", Path::new("/etc/passwd")), 0);
-    assert!(sb.wt().join("file").exists() && sb.home().join(".agent-state").exists());
+    assert!(sb.wt().join("file").exists() && sb.home().join(".claude/agent-state").exists());
     std::fs::remove_file(&tmp_file).expect("cleanup /tmp file");
 }
 
