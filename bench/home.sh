@@ -35,8 +35,10 @@ build() {
     rm -rf "$DIR/src-$c"
     mkdir -p "$DIR/src-$c" "$DIR/bin/$c"
     git -C "$ROOT" archive "$c" | tar -x -C "$DIR/src-$c"
-    (cd "$DIR/src-$c" && CARGO_TARGET_DIR="$DIR/target" cargo build --release -q -p landwall)
-    cp "$DIR/target/release/landwall" "$DIR/bin/$c/landwall"
+    # A target directory each: the two trees are the same workspace at the same path depth,
+    # and one shared target directory was seen to keep the first build for both.
+    (cd "$DIR/src-$c" && CARGO_TARGET_DIR="$DIR/target-$c" cargo build --release -q -p landwall)
+    cp "$DIR/target-$c/release/landwall" "$DIR/bin/$c/landwall"
     ln -sf landwall "$DIR/bin/$c/claude"
 }
 build "$BASE"
