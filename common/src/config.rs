@@ -429,7 +429,7 @@ impl ConfigPaths {
 }
 
 /// Loads the system file, then lets the per-user file add to it. A missing file is not an
-/// error (the seeds' default policy applies); an unreadable or invalid one is.
+/// error (the default policy applies); an unreadable or invalid one is.
 pub fn load(paths: &ConfigPaths) -> Result<Config, ConfigError> {
     let mut config = Config::default();
     if let Some((text, _)) = read_optional(&paths.system, Trust::RootOwned)? {

@@ -260,14 +260,14 @@ fn refuse_agent_written_grants(
     Ok(())
 }
 
-/// Creates the agent's state directories under strict home, before the wall makes `$HOME`
-/// read-only (the agent could not create them itself afterwards).
+/// Creates the agent's state directories under the private and read-only homes, before the
+/// wall goes up: the agent cannot write `$HOME` itself, so could not create them afterwards.
 fn ensure_state_dirs(agent: &str, home: &Path) -> Result<(), Error> {
     for dir in profile::state_dirs(agent) {
         make_dirs_no_symlinks(home, dir).map_err(|source| {
             Error::Policy(policy::PolicyError::Required {
                 path: home.join(dir),
-                reason: format!("{agent}'s state directory under strict home"),
+                reason: format!("{agent}'s state directory"),
                 source,
             })
         })?;
@@ -307,7 +307,7 @@ fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
         }
         dir = openat(&dir, part, flags, Mode::empty()).map_err(|e| match e {
             nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => std::io::Error::other(format!(
-                "{part} is a symbolic link or not a directory; under home = \"strict\" it must be a plain directory"
+                "{part} is a symbolic link or not a directory; an agent's state directory must be a plain directory"
             )),
             e => e.into(),
         })?;

@@ -98,7 +98,7 @@ pub enum PolicyError {
         fix: &'static str,
     },
     /// The per-user configuration widens the wall, and the agent could rewrite it.
-    #[error("the per-user configuration {} sets {keys}, which widen the wall, but the agent can rewrite that file (it lies in the writable grant {}): move those settings to the system configuration, or set home = \"strict\"", path.display(), rule.display())]
+    #[error("the per-user configuration {} sets {keys}, which widen the wall, but the agent can rewrite that file (it lies in the writable grant {}): move those settings to the system configuration, or drop home = \"open\"", path.display(), rule.display())]
     AgentWritableConfig {
         /// The per-user file.
         path: PathBuf,
@@ -130,8 +130,8 @@ pub enum PolicyError {
         /// What is wrong.
         why: String,
     },
-    /// An agent's state directory under strict home is a symlink.
-    #[error("{} is a symbolic link (to {}): under home = \"strict\" an agent's state directory is granted only as the plain directory it is (an agent could have made the link under the writable home); replace the link with the directory, or grant its target in the system configuration's `writable`", path.display(), target.display())]
+    /// An agent's state directory under the private or read-only home is a symlink.
+    #[error("{} is a symbolic link (to {}): an agent's state directory is granted only as the plain directory it is (an agent could have made the link under an open home); replace the link with the directory, or grant its target in the system configuration's `writable`", path.display(), target.display())]
     StateLink {
         /// The state directory (or the component of it that is a link).
         path: PathBuf,
@@ -1456,6 +1456,70 @@ mod tests {
         let policy = build(inputs(&wt, None, &Config::default())).expect("policy");
         assert_eq!(policy.unix, UnixPolicy::default());
         fs::remove_dir_all(&away).expect("cleanup");
+    }
+
+    #[test]
+    fn the_private_home_grants_state_and_tools_and_hides_credentials() {
+        // Not under /tmp, which every agent may write.
+        let root = PathBuf::from(format!("/var/tmp/lw-private-{}", std::process::id()));
+        let _ignored = fs::remove_dir_all(&root);
+        let wt = root.join("wt");
+        let home = root.join("home");
+        for d in [
+            ".claude",
+            ".cache",
+            ".ssh",
+            ".aws",
+            "src/other",
+            ".cargo/bin",
+        ] {
+            fs::create_dir_all(home.join(d)).expect("mkdir");
+        }
+        fs::create_dir_all(&wt).expect("mkdir");
+        for f in [
+            ".ssh/id_ed25519",
+            ".ssh/config",
+            ".aws/credentials",
+            ".gitconfig",
+            ".bashrc",
+        ] {
+            fs::write(home.join(f), "x").expect("write");
+        }
+        // A toolchain link back into $HOME is not followed.
+        std::os::unix::fs::symlink(home.join("src"), home.join(".rustup")).expect("symlink");
+        let at = |p: &Policy, rel: &str| access_of(p, &home.join(rel).to_string_lossy());
+        let config = Config::default();
+        let p = build(inputs(&wt, Some(&home), &config)).expect("policy");
+        assert_eq!(at(&p, ".claude/settings.json"), Some(Access::ReadWrite));
+        assert_eq!(at(&p, ".cache/x"), Some(Access::ReadWrite));
+        assert_eq!(at(&p, ".gitconfig"), Some(Access::ReadOnly));
+        assert_eq!(at(&p, ".bashrc"), Some(Access::ReadOnly));
+        assert_eq!(at(&p, ".ssh/config"), Some(Access::ReadOnly));
+        assert_eq!(at(&p, ".cargo/bin/cargo"), Some(Access::ReadOnly));
+        for hidden in [
+            ".ssh/id_ed25519",
+            ".aws/credentials",
+            "src/other/x",
+            ".rustup/x",
+            "notes.txt",
+        ] {
+            assert_eq!(at(&p, hidden), None, "{hidden}");
+        }
+        assert!(
+            p.notes.iter().any(|n| n.contains(".rustup")),
+            "{:?}",
+            p.notes
+        );
+        // A configured read_only of the whole home still leaves the credentials out.
+        let mut config = Config::default();
+        config.read_only = vec![home.clone()];
+        let p = build(inputs(&wt, Some(&home), &config)).expect("policy");
+        assert_eq!(at(&p, "src/other/x"), Some(Access::ReadOnly));
+        assert_eq!(at(&p, ".ssh/config"), Some(Access::ReadOnly));
+        for hidden in [".ssh/id_ed25519", ".aws/credentials", ".aws"] {
+            assert_ne!(at(&p, hidden), Some(Access::ReadOnly), "{hidden}");
+        }
+        fs::remove_dir_all(&root).expect("cleanup");
     }
 
     #[test]

@@ -32,15 +32,20 @@ fn example_config_builds_a_policy() {
         assert!(out.status.success(), "{agent}: {}", stderr(&out));
         let policy: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         assert_eq!(policy["min_abi"], 3);
-        // home = "strict": $HOME read-only.
+        // home = "private": $HOME itself is not granted, the agent's state is.
         let home = sb.home().display().to_string();
+        let rules = policy["rules"].as_array().expect("rules");
         assert!(
-            policy["rules"]
-                .as_array()
-                .expect("rules")
+            !rules.iter().any(|r| r["path"] == home.as_str()),
+            "{agent}: $HOME is granted: {}",
+            stdout(&out)
+        );
+        let state = sb.home().join(".cache").display().to_string();
+        assert!(
+            rules
                 .iter()
-                .any(|r| r["path"] == home.as_str() && r["access"] == "read-only"),
-            "{agent}: $HOME is not read-only: {}",
+                .any(|r| r["path"] == state.as_str() && r["access"] == "read-write"),
+            "{agent}: ~/.cache is not writable: {}",
             stdout(&out)
         );
         let allow = allowed(&policy);
