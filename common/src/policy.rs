@@ -1511,8 +1511,10 @@ mod tests {
             p.notes
         );
         // A configured read_only of the whole home still leaves the credentials out.
-        let mut config = Config::default();
-        config.read_only = vec![home.clone()];
+        let config = Config {
+            read_only: vec![home.clone()],
+            ..Config::default()
+        };
         let p = build(inputs(&wt, Some(&home), &config)).expect("policy");
         assert_eq!(at(&p, "src/other/x"), Some(Access::ReadOnly));
         assert_eq!(at(&p, ".ssh/config"), Some(Access::ReadOnly));
