@@ -41,7 +41,7 @@ pub enum WorktreeError {
     /// The worktree found from the cwd is the home directory, lies above it, or is a
     /// directory of projects: the agent would get every project in it.
     #[error(
-        "refusing worktree {}: it is {what}, so the agent would get every project in it; start the agent inside one project (cd into it), or name this directory on purpose with LANDWALL_WORKTREE={}",
+        "refusing worktree {}: it is {what}, so the agent would get every project in it; start the agent inside one project (cd into it), or name this directory on purpose with LANDWALL_WORKTREE={} (`landwall run --worktree`)",
         path.display(), path.display()
     )]
     TooWide {
