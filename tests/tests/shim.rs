@@ -1360,3 +1360,55 @@ fn refused_from_home_or_a_directory_of_projects() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(sb.ran_in(&projects.join("a")));
 }
+
+/// The native Claude Code install, as its installer lays it out: `~/.local/bin/claude`, a
+/// link to `~/.local/share/claude/versions/<version>`. Under the private home it runs (its
+/// install is read-only to it) and reads its own files, but cannot write a new version
+/// there: it updates itself only where the policy lets it.
+#[test]
+fn native_claude_install_runs_under_the_private_home() {
+    let sb = Sandbox::new("native-claude");
+    let versions = sb.home().join(".local/share/claude/versions");
+    std::fs::create_dir_all(&versions).expect("mkdir");
+    std::fs::create_dir_all(sb.home().join(".local/bin")).expect("mkdir");
+    let draft = sb.root.join("claude-native");
+    std::fs::write(
+        &draft,
+        "#!/bin/sh\necho ran > \"$PWD/marker\"\ncat \"$HOME/.local/share/claude/versions/2.0.0\" >/dev/null && echo read-self\n\
+         { echo new > \"$HOME/.local/share/claude/versions/2.0.1\"; } 2>/dev/null && echo updated\ntrue\n",
+    )
+    .expect("write");
+    let status = Command::new("install")
+        .args(["-m", "755"])
+        .arg(&draft)
+        .arg(versions.join("2.0.0"))
+        .status()
+        .expect("install");
+    assert!(status.success());
+    std::os::unix::fs::symlink(
+        "../share/claude/versions/2.0.0",
+        sb.home().join(".local/bin/claude-real"),
+    )
+    .expect("symlink");
+    let mut c = sb.shim("claude");
+    let path = format!(
+        "{}:{}:/usr/bin:/bin",
+        sb.shims().display(),
+        sb.home().join(".local/bin").display()
+    );
+    let out = run(c.env("PATH", &path));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(sb.ran_in(&sb.wt()));
+    let text = stdout(&out);
+    assert!(text.contains("read-self"), "{text}");
+    assert!(!text.contains("updated"), "{text}");
+    assert!(!versions.join("2.0.1").exists());
+    // Control: under an open home it updates itself.
+    let open = sb.config("home = \"open\"\n");
+    let out = run(sb
+        .shim("claude")
+        .env("PATH", &path)
+        .env("LANDWALL_CONFIG", &open));
+    assert!(stdout(&out).contains("updated"), "{}", stderr(&out));
+    assert!(versions.join("2.0.1").exists());
+}
