@@ -24,7 +24,9 @@
 //!   grants `/tmp`.
 
 /// What the private home grants read-only when present, and why: what tools need to work,
-/// never what holds secrets. A link among them that leads back into `$HOME` is not followed
+/// never what holds secrets. Read-only includes the caches inside them (`~/.cargo/registry`,
+/// `~/go/pkg/mod`): a build that fetches new dependencies needs them elsewhere
+/// (`CARGO_HOME`, `GOMODCACHE` under `~/.cache`) or granted with `writable`. A link among them that leads back into `$HOME` is not followed
 /// (it could lead to another project; an agent under an open home could have made it).
 pub const HOME_READ_ONLY: &[(&str, &str)] = &[
     (".gitconfig", "git's configuration (identity, aliases)"),
