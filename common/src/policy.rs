@@ -547,30 +547,45 @@ impl Builder {
     /// plain directories it is made of: a component that is a symlink is refused. The home
     /// is the agent's to write under the writable home, so it could have made `~/.claude`
     /// a link to `/etc` (or to `~/.ssh`) for the next launch under the strict one.
-    /// The private home's read-only entries that exist ([`profile::HOME_READ_ONLY`]). An
-    /// entry that is a symbolic link is granted where it leads only if that lies outside
-    /// `$HOME` (a toolchain kept elsewhere); one leading back into `$HOME` is left out with
-    /// a note: it could lead to another project, planted by an agent under an open home.
+    /// The private home's read-only entries that exist ([`profile::HOME_READ_ONLY`]), each
+    /// only as the plain file or directory it is: an entry, or a directory on the way to it,
+    /// that is a symbolic link is left out with a note (under an open home an agent could
+    /// have made `~/.bun` a link to anything), and so is a file with more than one name (a
+    /// hard link to a key or to `~/.bashrc`, made under an open home, would grant that inode
+    /// under its other names too). A toolchain kept elsewhere is granted with `read_only`.
     fn add_home_read_only(&mut self, home: &Path, notes: &mut Vec<String>) {
-        for (rel, why) in profile::HOME_READ_ONLY {
-            let path = home.join(rel);
-            let Ok(meta) = path.symlink_metadata() else {
-                continue;
-            };
-            if meta.file_type().is_symlink() {
-                match self.resolver.resolve(&path) {
-                    Ok((real, _)) if real.starts_with(home) => {
+        use std::os::unix::fs::MetadataExt;
+        'entries: for (rel, why) in profile::HOME_READ_ONLY {
+            let mut path = home.to_path_buf();
+            let mut meta = None;
+            for part in Path::new(rel).components() {
+                path.push(part);
+                match path.symlink_metadata() {
+                    Ok(m) if m.file_type().is_symlink() => {
                         notes.push(format!(
-                            "~/{rel} is a symbolic link into $HOME ({}): not granted; grant what it needs with read_only",
-                            real.display()
+                            "~/{rel} goes through a symbolic link (~/{}): not granted; grant what it leads to with read_only if the agent needs it",
+                            path.strip_prefix(home).unwrap_or(&path).display()
                         ));
-                        continue;
+                        continue 'entries;
                     }
-                    Ok(_) => {}
-                    Err(_) => continue,
+                    Ok(m) => meta = Some(m),
+                    Err(_) => continue 'entries,
                 }
             }
-            self.add_if_present(&path, Access::ReadOnly, format!("$HOME: {why}"));
+            let Some(meta) = meta else { continue };
+            if !meta.is_dir() && meta.nlink() > 1 {
+                notes.push(format!(
+                    "~/{rel} has {} names (a hard link): not granted, since that would grant it under every name",
+                    meta.nlink()
+                ));
+                continue;
+            }
+            self.push(
+                path,
+                meta.is_dir(),
+                Access::ReadOnly,
+                format!("$HOME: {why}").into(),
+            );
         }
     }
 
@@ -1485,8 +1500,11 @@ mod tests {
         ] {
             fs::write(home.join(f), "x").expect("write");
         }
-        // A toolchain link back into $HOME is not followed.
+        // A toolchain link is not followed, into $HOME or out of it.
         std::os::unix::fs::symlink(home.join("src"), home.join(".rustup")).expect("symlink");
+        std::os::unix::fs::symlink("/var/log", home.join(".bun")).expect("symlink");
+        // A hard link to a key in the read-only list's place is not granted.
+        fs::hard_link(home.join(".ssh/id_ed25519"), home.join(".inputrc")).expect("link");
         let at = |p: &Policy, rel: &str| access_of(p, &home.join(rel).to_string_lossy());
         let config = Config::default();
         let p = build(inputs(&wt, Some(&home), &config)).expect("policy");
@@ -1498,6 +1516,7 @@ mod tests {
         assert_eq!(at(&p, ".cargo/bin/cargo"), Some(Access::ReadOnly));
         for hidden in [
             ".ssh/id_ed25519",
+            ".inputrc",
             ".aws/credentials",
             "src/other/x",
             ".rustup/x",
@@ -1505,11 +1524,14 @@ mod tests {
         ] {
             assert_eq!(at(&p, hidden), None, "{hidden}");
         }
-        assert!(
-            p.notes.iter().any(|n| n.contains(".rustup")),
-            "{:?}",
-            p.notes
-        );
+        assert_eq!(access_of(&p, "/var/log/syslog"), None);
+        for named in [".rustup", ".bun", ".inputrc"] {
+            assert!(
+                p.notes.iter().any(|n| n.contains(named)),
+                "{named}: {:?}",
+                p.notes
+            );
+        }
         // A configured read_only of the whole home still leaves the credentials out.
         let config = Config {
             read_only: vec![home.clone()],

@@ -84,6 +84,7 @@ pub const CREDENTIAL_STORES: &[&str] = &[
     ".password-store",
     ".netrc",
     ".git-credentials",
+    ".config/git/credentials",
     ".config/gh",
     ".config/hub",
     ".pypirc",

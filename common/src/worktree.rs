@@ -219,10 +219,13 @@ pub fn discover_with(
 }
 
 /// Refuses a worktree found from the cwd (not named on purpose) that is `home` (a real path)
-/// or lies above it, or that is not a repository but holds one directly below it (`~/src`):
-/// started there by mistake, the agent would get every project in it, the main checkouts
-/// of linked worktrees included. A repository's own nested repositories are its business.
-/// Costs one directory listing, only when the worktree is not a repository.
+/// or lies above it, or that is not a repository but holds one within three levels below
+/// it (`~/src/app`, `~/code/github.com/user/repo`), a bare one (`~/repos/app.git`) included:
+/// started there by mistake, the agent would get every project in it, the main checkouts of
+/// linked worktrees included. A `.git` directory without `HEAD` (one planted to make `~/src`
+/// look like a repository) does not make the worktree a repository. A repository's own
+/// nested repositories are its business. Costs a bounded walk, only when the worktree is not
+/// a repository.
 pub fn refuse_too_wide(wt: &Worktree, home: Option<&Path>) -> Result<(), WorktreeError> {
     let too_wide = |what: String| {
         Err(WorktreeError::TooWide {
@@ -238,26 +241,62 @@ pub fn refuse_too_wide(wt: &Worktree, home: Option<&Path>) -> Result<(), Worktre
             return too_wide(format!("above your home directory {}", home.display()));
         }
     }
-    if wt.git != GitLayout::None {
+    let is_repo = match &wt.git {
+        GitLayout::Main { git_dir } => git_dir.join("HEAD").symlink_metadata().is_ok(),
+        GitLayout::None => false,
+        _ => true,
+    };
+    if is_repo {
         return Ok(());
     }
-    let Ok(entries) = std::fs::read_dir(&wt.root) else {
-        return Ok(());
-    };
-    // The first repository by name, so that the message is the same at every launch.
-    let first = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .filter(|p| p.join(".git").symlink_metadata().is_ok())
-        .min();
-    match first {
+    match first_repository_below(&wt.root, 3) {
         Some(repo) => too_wide(format!(
             "a directory of projects (it holds the repository {})",
             repo.display()
         )),
         None => Ok(()),
     }
+}
+
+/// The first repository (by name, level by level) within `depth` levels below `dir`: a
+/// directory with a `.git`, or a bare repository (`HEAD`, `objects/` and `refs/`). Stops
+/// after a few thousand directories; symbolic links are not followed.
+fn first_repository_below(dir: &Path, depth: usize) -> Option<PathBuf> {
+    // Enough for the usual layouts; few enough to keep a launch in a large plain directory
+    // (no repository) quick.
+    const MAX_DIRS: usize = 512;
+    let mut level = vec![dir.to_path_buf()];
+    let mut seen = 0;
+    for _ in 0..depth {
+        let mut next = Vec::new();
+        for d in &level {
+            let Ok(entries) = std::fs::read_dir(d) else {
+                continue;
+            };
+            let mut subdirs: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            subdirs.sort();
+            for sub in subdirs {
+                let repo = sub.join(".git").symlink_metadata().is_ok()
+                    || (sub.join("HEAD").is_file()
+                        && sub.join("objects").is_dir()
+                        && sub.join("refs").is_dir());
+                if repo {
+                    return Some(sub);
+                }
+                seen += 1;
+                if seen >= MAX_DIRS {
+                    return None;
+                }
+                next.push(sub);
+            }
+        }
+        level = next;
+    }
+    None
 }
 
 /// The nearest `.git` at or above `start`: the top level, the `.git` path and its `lstat`.

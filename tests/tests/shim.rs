@@ -1348,6 +1348,19 @@ fn refused_from_home_or_a_directory_of_projects() {
     refused(&sb.root, "above home");
     let err = refused(&projects, "projects");
     assert!(err.contains("directory of projects"), "{err}");
+    // Found by review: deeper layouts, bare repositories, and a `.git` planted to make the
+    // directory of projects look like a repository.
+    let deep = sb.root.join("code");
+    std::fs::create_dir_all(deep.join("github.com/u/repo")).expect("mkdir");
+    sb.git(&deep.join("github.com/u/repo"), &["init", "-q"]);
+    refused(&deep, "three levels down");
+    refused(&deep.join("github.com"), "two levels down");
+    let bare = sb.root.join("repos");
+    std::fs::create_dir_all(&bare).expect("mkdir");
+    sb.git(&bare, &["init", "-q", "--bare", "app.git"]);
+    refused(&bare, "a bare repository");
+    std::fs::create_dir_all(projects.join(".git")).expect("mkdir");
+    refused(&projects, "a planted empty .git");
     // Named on purpose.
     let out = run(sb
         .shim("claude")
