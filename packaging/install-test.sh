@@ -212,7 +212,13 @@ in_root apt-get purge -y -q landwall </dev/null >"$WORK/apt-purge.log" 2>&1 ||
 in_root dpkg -s landwall >/dev/null 2>&1 && fail "still known to dpkg after purge"
 in_root getent passwd landwall >/dev/null || fail "purge removed the system user (Debian keeps it)"
 snapshot >"$WORK/after.txt"
-diff -u "$WORK/before.txt" "$WORK/after.txt" || fail "the root differs after purge"
+# The agents' state directories that the launches above made in the users' homes (the
+# private home creates ~/.claude and ~/.cache before the wall goes up) are the users' data,
+# as the agent's own files there would be: a purge leaves homes alone. Nothing else may differ.
+state='^\./(root|home/[^/]+)/\.(claude|cache) d '
+grep -Ev "$state" "$WORK/after.txt" >"$WORK/after-homes.txt"
+grep -Ev "$state" "$WORK/before.txt" >"$WORK/before-homes.txt"
+diff -u "$WORK/before-homes.txt" "$WORK/after-homes.txt" || fail "the root differs after purge"
 echo "ok: the root is as before the install (but for the user landwall in /etc/passwd and /etc/group)"
 
 step "rpm -i --root (the host's rpm; %pre, %post) and rpm -e"
