@@ -218,10 +218,26 @@ fn restrict_with(
     // The other rules' descriptors, closed in batches (see `close_batch`).
     let mut opened: Vec<OwnedFd> = Vec::with_capacity(CLOSE_BATCH);
     for rule in rules {
-        let fd = open_path(&rule.path, &parents).map_err(|source| WallError::Open {
-            path: rule.path.clone(),
-            source,
-        })?;
+        let fd = match open_path(&rule.path, &parents) {
+            Ok(fd) => fd,
+            // An entry of a list-only directory (a carve-out's sibling, like the files of
+            // `/etc` as root) that vanished since the listing, or became a symbolic link:
+            // it is not granted. Only ever less than the policy said, never more; a file
+            // that `useradd` or an editor renames into place meanwhile must not stop the
+            // launch.
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ELOOP))
+                    && listed_child(&rule.path, &parents) =>
+            {
+                continue
+            }
+            Err(source) => {
+                return Err(WallError::Open {
+                    path: rule.path.clone(),
+                    source,
+                })
+            }
+        };
         let rights = rights(rule.access, rule.is_dir, abi);
         sys::landlock_add_path_rule(ruleset.as_fd(), fd.as_fd(), rights.bits()).map_err(
             |source| WallError::Rule {
@@ -306,6 +322,13 @@ fn close_batch(fds: &mut Vec<OwnedFd>) {
         }
         // Otherwise `batch` is dropped here, closing each descriptor.
     }
+}
+
+/// Whether `path`'s parent is one of the open list-only directories: an entry found by
+/// listing it.
+fn listed_child(path: &Path, parents: &[(&Path, OwnedFd)]) -> bool {
+    path.parent()
+        .is_some_and(|parent| parents.iter().any(|(p, _)| *p == parent))
 }
 
 /// Opens `path` with `O_PATH` (no access to its contents), relative to its parent's

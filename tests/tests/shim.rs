@@ -1425,3 +1425,60 @@ fn native_claude_install_runs_under_the_private_home() {
     assert!(stdout(&out).contains("updated"), "{}", stderr(&out));
     assert!(versions.join("2.0.1").exists());
 }
+
+/// Found by a new user: launches failed at random (exit 100, "opening …/passwd.30373 for
+/// its rule: No such file or directory") while a directory the policy lists entry by entry
+/// (one holding a denied path: `/etc` as root) changed. An entry that vanishes between the
+/// listing and the wall is not granted; it is no reason to refuse. Here the worktree holds a
+/// denied path, so it is listed the same way, and a thread creates, renames and deletes
+/// files in it throughout 500 launches: every one runs. (Before the fix, tens of them
+/// failed in such a run.)
+#[test]
+fn launches_tolerate_a_listed_directory_that_changes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let sb = Sandbox::new("churn");
+    sb.agent_script("claude", "true");
+    std::fs::write(sb.wt().join("secret"), "x").expect("write");
+    let cfg = sb.config(&format!(
+        "deny = [\"{}\"]\n",
+        sb.wt().join("secret").display()
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (stop, wt) = (stop.clone(), sb.wt());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let (a, b) = (
+                    wt.join(format!("churn.{n}")),
+                    wt.join(format!("churn.{n}.new")),
+                );
+                let _written = std::fs::write(&a, "x").is_ok();
+                let _renamed = std::fs::rename(&a, &b).is_ok();
+                let _removed = std::fs::remove_file(&b).is_ok();
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut failed = Vec::new();
+    for i in 0..500 {
+        let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+        if out.status.code() != Some(0) {
+            failed.push(format!("launch {i}: {:?}: {}", out.status, stderr(&out)));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let churned = churn.join().expect("churn thread");
+    assert!(
+        churned > 500,
+        "the directory hardly changed ({churned} files)"
+    );
+    assert!(
+        failed.is_empty(),
+        "{} of 500 launches failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(3)]
+    );
+}
