@@ -27,6 +27,10 @@ DESTDIR ?=
 BINDIR := $(DESTDIR)$(PREFIX)/bin
 SHIMDIR := $(DESTDIR)$(PREFIX)/lib/landwall/bin
 SHIMS := claude opencode codex
+# The documentation in $(PREFIX)/share/doc/landwall, besides README.md: the pages of docs/ a
+# user reads (the deb's and the rpm's assets in shim/Cargo.toml list the same files).
+DOCS := install.md how-it-works.md configuration.md threat-model.md escape.md agents.md drain.md \
+  landwall.toml.example
 DATADIR := $(DESTDIR)$(PREFIX)/share
 UNITLIBDIR := $(DESTDIR)$(PREFIX)/lib
 # landwall reads /etc/landwall and login shells read /etc/profile.d, whatever the PREFIX.
@@ -55,7 +59,7 @@ AGENTS_BIN := $(AGENTS_DIR)/node_modules/.bin
 CLAUDE_PKG := $(AGENTS_DIR)/node_modules/@anthropic-ai/claude-code
 OPENCODE_PKG := $(AGENTS_DIR)/node_modules/opencode-ai
 
-.PHONY: all build release test test-tools fmt-check clippy agents demo install uninstall bench clean
+.PHONY: all build release test test-preflight test-tools fmt-check clippy agents demo install uninstall bench clean
 
 all: build
 
@@ -71,15 +75,40 @@ fmt-check:
 clippy:
 	cd $(ROOT) && $(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# The one gate for humans and CI (.ci/run calls it).
-test: fmt-check clippy build agents test-tools
-	cd $(ROOT) && $(CARGO) test --workspace
+# The one gate for humans and CI (.ci/run calls it). Every test binary runs even when one
+# fails (cargo then lists the ones that failed). The test user the `…_unprivileged` tests
+# create is removed again when this run created it, whatever the outcome.
+test: test-preflight test-tools fmt-check clippy build agents
+	@cd $(ROOT); had_user=0; id $(TEST_USER) >/dev/null 2>&1 && had_user=1; \
+	status=0; $(CARGO) test --workspace --no-fail-fast || status=$$?; \
+	if [ $$had_user = 0 ] && id $(TEST_USER) >/dev/null 2>&1; then userdel $(TEST_USER) || echo "make test: could not remove the test user $(TEST_USER)" >&2; fi; \
+	rmdir /var/tmp/landwall-tests 2>/dev/null || true; \
+	if [ $$status -ne 0 ]; then echo "make test: failed (the test targets that failed are listed above)" >&2; fi; \
+	exit $$status
 
-# Programs the tests drive for real, from Debian's archive where missing: tmux (a server
-# outside the wall that runs what a client asks, the escape suite's Unix socket door).
+# The user the `…_unprivileged` tests run as (tests/src/lib.rs).
+TEST_USER := landwall-test
+
+# One line up front when the tests cannot pass: they add a user, switch kernel auditing on,
+# run a daemon as another user and mount, which needs root.
+test-preflight:
+	@[ "$$(id -u)" -eq 0 ] || echo "make test: not running as root; the tests that add a user, switch on auditing or mount will fail (run: sudo make test)" >&2
+
+# Programs the tests drive for real, from the distribution's archive where missing (Debian
+# and Ubuntu): git (repositories and linked worktrees), python3 (the stand-in model server
+# and the SQLite reads of the agent tests), auditd (auditctl switches on the kernel's audit
+# of Landlock denials), tmux (a server outside the wall that runs what a client asks, the
+# escape suite's Unix socket door), node and npm (to install the real agent CLIs) with CA
+# certificates (npm fetches over TLS).
 test-tools:
 	@missing=(); \
+	command -v git >/dev/null || missing+=(git); \
+	command -v python3 >/dev/null || missing+=(python3); \
+	command -v auditctl >/dev/null || missing+=(auditd); \
 	command -v tmux >/dev/null || missing+=(tmux); \
+	command -v node >/dev/null || missing+=(nodejs); \
+	command -v $(NPM) >/dev/null || missing+=(npm); \
+	[ -s /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates); \
 	if [ $${#missing[@]} -gt 0 ]; then \
 	  sudo=(); [ "$$(id -u)" -eq 0 ] || sudo=(sudo -n); \
 	  echo "make test-tools: installing $${missing[*]}"; \
@@ -141,7 +170,7 @@ install: dist
 	  install -D -m 0644 '$(DIST)'/completions/$$c.fish '$(DATADIR)'/fish/vendor_completions.d/$$c.fish; \
 	done
 	install -D -m 0644 $(ROOT)/README.md '$(DATADIR)/doc/landwall/README.md'
-	install -D -m 0644 $(ROOT)/docs/drain.md '$(DATADIR)/doc/landwall/drain.md'
+	for d in $(DOCS); do install -D -m 0644 $(ROOT)/docs/$$d '$(DATADIR)'/doc/landwall/$$d; done
 	install -d '$(UNITLIBDIR)/systemd/system' '$(UNITLIBDIR)/sysusers.d' '$(UNITLIBDIR)/tmpfiles.d' '$(ETCDIR)/profile.d'
 	sed 's|/usr/bin/landwall-drain|$(PREFIX)/bin/landwall-drain|' $(ROOT)/packaging/systemd/landwall-drain.service \
 	  > '$(UNITLIBDIR)/systemd/system/landwall-drain.service'
@@ -167,7 +196,8 @@ uninstall:
 	  rm -f '$(DATADIR)'/bash-completion/completions/$$c '$(DATADIR)'/zsh/site-functions/_$$c \
 	    '$(DATADIR)'/fish/vendor_completions.d/$$c.fish; \
 	done
-	rm -f '$(DATADIR)/doc/landwall/README.md' '$(DATADIR)/doc/landwall/drain.md'
+	rm -f '$(DATADIR)/doc/landwall/README.md'
+	for d in $(DOCS); do rm -f '$(DATADIR)'/doc/landwall/$$d; done
 	rmdir '$(DATADIR)/doc/landwall' 2>/dev/null || true
 	rm -f '$(UNITLIBDIR)/systemd/system/landwall-drain.service' '$(UNITLIBDIR)/sysusers.d/landwall.conf' \
 	  '$(UNITLIBDIR)/tmpfiles.d/landwall.conf' '$(ETCDIR)/profile.d/landwall.sh'

@@ -37,12 +37,14 @@ impl FileId {
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     /// The configured path is not an executable file.
-    #[error("the configured real `{name}` ({}) is not an executable file; fix `real` in [agents.{name}]", path.display())]
+    #[error("the configured real `{name}` ({}, {at}) is not an executable file; fix `real` in [agents.{name}]", path.display())]
     ConfiguredMissing {
         /// Agent name.
         name: String,
         /// The configured path.
         path: PathBuf,
+        /// Where it was configured (key, file and line), filled in by the caller.
+        at: String,
     },
     /// Nothing suitable on PATH.
     #[error("no real `{name}` found: searched PATH ({searched}) for `{name}-real` and for a `{name}` that is not landwall itself; install the agent, or set `real` in [agents.{name}]")]
@@ -86,6 +88,7 @@ pub fn find_real(
             _ => Err(AgentError::ConfiguredMissing {
                 name: name.to_string(),
                 path: p.to_path_buf(),
+                at: format!("`[agents.{name}] real` in the configuration"),
             }),
         };
     }

@@ -297,6 +297,8 @@ pub struct Config {
     pub drain: DrainConfig,
     /// The files that were read, in order (for `doctor` and error messages).
     pub sources: Vec<PathBuf>,
+    /// Where each configured path was written, for the errors the policy finds later.
+    pub places: Places,
     /// Whether `sources[0]` is the system file (it is absent when no system file exists).
     pub has_system_source: bool,
     /// `home` as the system file left it: the per-user file may make it strict, which must
@@ -334,6 +336,7 @@ impl Default for Config {
             agents: BTreeMap::new(),
             drain: DrainConfig::default(),
             sources: Vec::new(),
+            places: Places::default(),
             has_system_source: false,
             system_home: HomeMode::default(),
             system_deny: 0,
@@ -394,6 +397,31 @@ impl Config {
         ]
         .into_iter()
         .flatten()
+    }
+}
+
+/// Where each configured path was written: its key, file and line. A path that turns out
+/// wrong only when the policy is built (it does not exist, is not a socket, goes through a
+/// link the agent can rewrite) is reported at the line that named it, so the user knows
+/// which file to fix, the system's or their own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Places(BTreeMap<PathBuf, String>);
+
+impl Places {
+    /// Records the first place that names `path`.
+    fn record(&mut self, path: &Path, key: &str, file: &Path, line: usize) {
+        self.0
+            .entry(path.to_path_buf())
+            .or_insert_with(|| format!("`{key}` at {}:{line}", file.display()));
+    }
+
+    /// "`KEY` at FILE:LINE" for a configured path, or "`KEY` in the configuration" for one
+    /// that was not read from a file (a configuration built in code).
+    pub fn describe(&self, path: &Path, key: &str) -> String {
+        self.0
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| format!("`{key}` in the configuration"))
     }
 }
 
@@ -621,7 +649,7 @@ fn parse(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
     toml::from_str::<RawConfig>(text).map_err(|e| ConfigError::Invalid {
         path: path.to_path_buf(),
         line: e.span().map(|s| line_of(text, s.start)),
-        message: format!("{} (see the configuration reference in the README)", {
+        message: format!("{} (see docs/configuration.md, /usr/share/doc/landwall)", {
             e.message().trim_end()
         }),
     })
@@ -654,11 +682,17 @@ impl Validator<'_> {
         })
     }
 
-    fn paths(&self, key: &str, values: Vec<Spanned<PathBuf>>) -> Result<Vec<PathBuf>, ConfigError> {
+    fn paths(
+        &self,
+        key: &str,
+        values: Vec<Spanned<PathBuf>>,
+        places: &mut Places,
+    ) -> Result<Vec<PathBuf>, ConfigError> {
         values
             .into_iter()
             .map(|v| {
                 let span = v.span();
+                places.record(v.get_ref(), key, self.path, line_of(self.text, span.start));
                 let p = v.into_inner();
                 // `/` however written (`//`, `/.`, `/..`); a forward walk that stops at the
                 // first name, not a comparison of components from the end.
@@ -686,8 +720,13 @@ impl Validator<'_> {
     }
 
     /// `[unix]`: absolute socket paths (`/` is refused like any other grant of it).
-    fn unix(&self, section: &str, raw: RawUnix) -> Result<UnixConfig, ConfigError> {
-        let sockets = self.paths(&format!("[{section}] sockets"), raw.sockets)?;
+    fn unix(
+        &self,
+        section: &str,
+        raw: RawUnix,
+        places: &mut Places,
+    ) -> Result<UnixConfig, ConfigError> {
+        let sockets = self.paths(&format!("[{section}] sockets"), raw.sockets, places)?;
         Ok(UnixConfig {
             sockets,
             allow_all: raw.allow_all.unwrap_or(false),
@@ -757,8 +796,10 @@ fn merge(
     }
     config
         .read_only
-        .extend(v.paths("read_only", raw.read_only)?);
-    config.writable.extend(v.paths("writable", raw.writable)?);
+        .extend(v.paths("read_only", raw.read_only, &mut config.places)?);
+    config
+        .writable
+        .extend(v.paths("writable", raw.writable, &mut config.places)?);
     config
         .env_allow
         .extend(v.patterns("env_allow", raw.env_allow)?);
@@ -815,6 +856,9 @@ fn merge(
     for dev in raw.devices {
         let span = dev.span();
         let p = dev.into_inner();
+        config
+            .places
+            .record(&p, "devices", path, line_of(text, span.start));
         if !p.is_absolute() || !p.starts_with("/dev") || p == Path::new("/dev") {
             return v.err(
                 span,
@@ -839,7 +883,7 @@ fn merge(
         union(&mut config.network.bind_tcp, net.bind_tcp);
     }
     if let Some(unix) = raw.unix {
-        let u = v.unix("unix", unix)?;
+        let u = v.unix("unix", unix, &mut config.places)?;
         config.unix.merge(u);
     }
     for (name, agent) in raw.agents {
@@ -851,6 +895,11 @@ fn merge(
             });
         }
         let unix_section = format!("agents.{name}.unix");
+        let (read_only_key, writable_key, real_key) = (
+            format!("[agents.{name}] read_only"),
+            format!("[agents.{name}] writable"),
+            format!("[agents.{name}] real"),
+        );
         let entry = config.agents.entry(name).or_default();
         if let Some(real) = agent.real {
             let span = real.span();
@@ -861,17 +910,22 @@ fn merge(
                     format!("`real`: `{}` is not an absolute path", p.display()),
                 );
             }
+            config
+                .places
+                .record(&p, &real_key, path, line_of(text, span.start));
             entry.real = Some(p);
         }
         entry
             .read_only
-            .extend(v.paths("read_only", agent.read_only)?);
-        entry.writable.extend(v.paths("writable", agent.writable)?);
+            .extend(v.paths(&read_only_key, agent.read_only, &mut config.places)?);
+        entry
+            .writable
+            .extend(v.paths(&writable_key, agent.writable, &mut config.places)?);
         entry
             .env_allow
             .extend(v.patterns("env_allow", agent.env_allow)?);
         if let Some(unix) = agent.unix {
-            let u = v.unix(&unix_section, unix)?;
+            let u = v.unix(&unix_section, unix, &mut config.places)?;
             entry.unix.merge(u);
         }
     }
@@ -884,17 +938,21 @@ fn merge(
                 "`[drain]` belongs in the system configuration, not the per-user file",
             );
         }
-        config.drain = validate_drain(&v, drain.into_inner())?;
+        config.drain = validate_drain(&v, drain.into_inner(), &mut config.places)?;
     }
     Ok(())
 }
 
-fn validate_drain(v: &Validator<'_>, raw: RawDrain) -> Result<DrainConfig, ConfigError> {
+fn validate_drain(
+    v: &Validator<'_>,
+    raw: RawDrain,
+    places: &mut Places,
+) -> Result<DrainConfig, ConfigError> {
     let mut drain = DrainConfig::default();
     if let Some(spool) = raw.spool {
-        drain.spool = v.paths("spool", vec![spool])?.pop();
+        drain.spool = v.paths("[drain] spool", vec![spool], places)?.pop();
     }
-    drain.worktree_roots = v.paths("worktree_roots", raw.worktree_roots)?;
+    drain.worktree_roots = v.paths("[drain] worktree_roots", raw.worktree_roots, places)?;
     if let Some(grace) = raw.grace {
         drain.grace = match parse_duration(grace.get_ref()) {
             Ok(d) => d,

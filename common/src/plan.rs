@@ -49,7 +49,15 @@ pub fn find_agent(
     me: FileId,
 ) -> Result<(PathBuf, Found), Error> {
     let configured = config.agents.get(name).and_then(|a| a.real.as_deref());
-    Ok(agent::find_real(name, var(vars, "PATH"), me, configured)?)
+    agent::find_real(name, var(vars, "PATH"), me, configured).map_err(|e| match e {
+        agent::AgentError::ConfiguredMissing { name, path, .. } => {
+            let at = config
+                .places
+                .describe(&path, &format!("[agents.{name}] real"));
+            Error::Agent(agent::AgentError::ConfiguredMissing { name, path, at })
+        }
+        other => Error::Agent(other),
+    })
 }
 
 /// Resolves `cmd` like `execvp` does (for `landwall run`): a name with a `/` is taken as a

@@ -71,7 +71,7 @@ pub struct Rule {
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// A required path could not be resolved.
-    #[error("{reason} {}: {source}; create it or remove it from the configuration", path.display())]
+    #[error("{} ({reason}): {source}; create it or remove it from the configuration", path.display())]
     Required {
         /// The path as configured.
         path: PathBuf,
@@ -139,18 +139,22 @@ pub enum PolicyError {
         target: PathBuf,
     },
     /// A socket named in `[unix]` cannot be granted as it is.
-    #[error("the Unix socket {} (`sockets` in the configuration): {why}", path.display())]
+    #[error("the Unix socket {} ({at}): {why}", path.display())]
     UnixSocket {
         /// The path as configured.
         path: PathBuf,
+        /// Where it was configured (key, file and line).
+        at: String,
         /// What is wrong, and the fix.
         why: String,
     },
     /// A configured path goes through a symlink inside a writable grant.
-    #[error("the configured path {} goes through a symbolic link (it is {}) where the agent can write ({}), so the agent could point it anywhere before the next launch; name the real path in the configuration, or keep the path out of writable places", path.display(), real.display(), grant.display())]
+    #[error("the configured path {} ({at}) goes through a symbolic link (it is {}) where the agent can write ({}), so the agent could point it anywhere before the next launch; name the real path in the configuration, or keep the path out of writable places", path.display(), real.display(), grant.display())]
     ConfiguredLink {
         /// The path as configured.
         path: PathBuf,
+        /// Where it was configured (key, file and line).
+        at: String,
         /// Its real path now.
         real: PathBuf,
         /// The writable grant it lies in.
@@ -463,7 +467,7 @@ struct Builder {
     resolver: Resolver,
     listings: Listings,
     /// Configured grants: the path as written and its real path.
-    configured: Vec<(PathBuf, PathBuf)>,
+    configured: Vec<(PathBuf, PathBuf, String)>,
 }
 
 impl Builder {
@@ -624,16 +628,17 @@ impl Builder {
 
     /// Adds a configured grant (`writable`, `read_only`, `devices`), remembering the path as
     /// written for [`Builder::check_configured`].
+    /// `at` says where: the key, file and line ([`crate::config::Places`]).
     fn add_configured(
         &mut self,
         path: &Path,
         access: Access,
-        reason: impl Into<Cow<'static, str>>,
+        at: String,
     ) -> Result<(), PolicyError> {
-        self.add(path, access, reason)?;
+        self.add(path, access, at.clone())?;
         if let Some(rule) = self.rules.last() {
             self.configured
-                .push((path.to_path_buf(), rule.path.clone()));
+                .push((path.to_path_buf(), rule.path.clone(), at));
         }
         Ok(())
     }
@@ -643,7 +648,7 @@ impl Builder {
     /// swapped for a link to a directory outside): refused. The real path is granted only
     /// when the path as written is that real path, or lies outside every writable grant.
     fn check_configured(&self) -> Result<(), PolicyError> {
-        for (written, real) in &self.configured {
+        for (written, real, at) in &self.configured {
             let plain = lexical_join(Path::new("/"), written);
             if plain == *real {
                 continue;
@@ -656,6 +661,7 @@ impl Builder {
             if let Some(rule) = writable {
                 return Err(PolicyError::ConfiguredLink {
                     path: written.clone(),
+                    at: at.clone(),
                     real: real.clone(),
                     grant: rule.path.clone(),
                 });
@@ -671,6 +677,7 @@ impl Builder {
     fn unix_sockets(
         &mut self,
         config: &crate::config::UnixConfig,
+        places: &crate::config::Places,
         notes: &mut Vec<String>,
     ) -> Result<UnixPolicy, PolicyError> {
         use std::os::unix::fs::FileTypeExt;
@@ -681,6 +688,7 @@ impl Builder {
         for written in &config.sockets {
             let refuse = |why: String| PolicyError::UnixSocket {
                 path: written.clone(),
+                at: places.describe(written, "sockets"),
                 why,
             };
             let real = match self.resolver.resolve(written) {
@@ -1110,16 +1118,18 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     );
     b.prelist(config.paths_for(agent));
     for dev in &config.devices {
-        b.add_configured(dev, Access::Device, "`devices` in the configuration")?;
+        b.add_configured(dev, Access::Device, config.places.describe(dev, "devices"))?;
     }
     for p in &config.writable {
-        b.add_configured(p, Access::ReadWrite, "`writable` in the configuration")?;
+        b.add_configured(p, Access::ReadWrite, config.places.describe(p, "writable"))?;
     }
     for p in &agent_config.writable {
         b.add_configured(
             p,
             Access::ReadWrite,
-            format!("`writable` in [agents.{agent}]"),
+            config
+                .places
+                .describe(p, &format!("[agents.{agent}] writable")),
         )?;
     }
 
@@ -1136,13 +1146,15 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         }
     }
     for p in &config.read_only {
-        b.add_configured(p, Access::ReadOnly, "`read_only` in the configuration")?;
+        b.add_configured(p, Access::ReadOnly, config.places.describe(p, "read_only"))?;
     }
     for p in &agent_config.read_only {
         b.add_configured(
             p,
             Access::ReadOnly,
-            format!("`read_only` in [agents.{agent}]"),
+            config
+                .places
+                .describe(p, &format!("[agents.{agent}] read_only")),
         )?;
     }
     for dir in LINK_SCAN {
@@ -1151,7 +1163,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
 
     check_git_grants(&b.rules, &worktree, home)?;
     b.check_configured()?;
-    let unix = b.unix_sockets(&config.unix_for(agent), &mut notes)?;
+    let unix = b.unix_sockets(&config.unix_for(agent), &config.places, &mut notes)?;
 
     // Carve the denied paths out of whatever grants them.
     let mut patterns: Vec<DenyPattern> = Vec::new();
@@ -1425,6 +1437,39 @@ mod tests {
 
     fn access_of(p: &Policy, path: &str) -> Option<Access> {
         p.decide(Path::new(path)).rule.map(|r| r.access)
+    }
+
+    /// A configured path that is wrong only when the policy is built is reported with the
+    /// key, file and line that named it: the system file or the user's own.
+    #[test]
+    fn configured_path_errors_name_the_file_and_line() {
+        let s = Scratch::new("places");
+        let wt = s.0.join("wt");
+        fs::create_dir_all(&wt).expect("mkdir");
+        let gone = s.0.join("gone");
+        let plain = s.0.join("plain");
+        fs::write(&plain, "x").expect("write");
+        let cases = [
+            (
+                format!("# a comment\nread_only = [\"{}\"]\n", gone.display()),
+                "`read_only` at /sys.toml:2",
+            ),
+            (
+                format!("[agents.claude]\n\nwritable = [\"{}\"]\n", gone.display()),
+                "`[agents.claude] writable` at /sys.toml:3",
+            ),
+            (
+                format!("[unix]\nsockets = [\"{}\"]\n", plain.display()),
+                "`[unix] sockets` at /sys.toml:2",
+            ),
+        ];
+        for (text, want) in cases {
+            let config = crate::config::from_str(Path::new("/sys.toml"), &text).expect("valid");
+            let e = build(inputs(&wt, None, &config))
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

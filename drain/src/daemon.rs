@@ -63,10 +63,12 @@ pub enum DrainError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// A worktree root that does not resolve.
-    #[error("worktree root {}: {source}; create it or remove it from `worktree_roots` in [drain]", path.display())]
+    #[error("worktree root {} ({at}): {source}; create it or remove it from there", path.display())]
     Root {
         /// The root as configured.
         path: PathBuf,
+        /// Where it was configured (key, file and line).
+        at: String,
         /// Why.
         source: io::Error,
     },
@@ -164,6 +166,7 @@ impl Live {
             .map(|r| {
                 std::fs::canonicalize(r).map_err(|source| DrainError::Root {
                     path: r.clone(),
+                    at: config.places.describe(r, "[drain] worktree_roots"),
                     source,
                 })
             })

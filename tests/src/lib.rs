@@ -203,11 +203,14 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        // Keep the tree when a test failed, for a look; remove it otherwise.
-        if !std::thread::panicking() {
-            if let Err(e) = std::fs::remove_dir_all(&self.root) {
-                eprintln!("leaving {}: {e}", self.root.display());
-            }
+        // Removed whatever the outcome, so a failed run leaves nothing behind;
+        // LANDWALL_TEST_KEEP=1 keeps a failed test's tree for a look.
+        if std::thread::panicking() && std::env::var_os("LANDWALL_TEST_KEEP").is_some() {
+            eprintln!("keeping {} (LANDWALL_TEST_KEEP)", self.root.display());
+            return;
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.root) {
+            eprintln!("leaving {}: {e}", self.root.display());
         }
     }
 }

@@ -1306,6 +1306,14 @@ fn a_spool_every_job_could_reach_stops_the_daemon() {
         std::process::id()
     ));
     let _ignored = fs::remove_dir_all(&in_tmp);
+    // Removed again however the test ends (it exists only if the daemon wrongly made it).
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ignored = fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(in_tmp.clone());
     for (what, spool, grant) in [
         ("under /tmp", in_tmp.clone(), "/tmp".to_string()),
         (
