@@ -258,16 +258,40 @@ pub fn refuse_too_wide(wt: &Worktree, home: Option<&Path>) -> Result<(), Worktre
     }
 }
 
-/// The first repository (by name, level by level) within `depth` levels below `dir`: a
-/// directory with a `.git`, or a bare repository (`HEAD`, `objects/` and `refs/`). Stops
-/// after a few thousand directories; symbolic links are not followed.
-fn first_repository_below(dir: &Path, depth: usize) -> Option<PathBuf> {
-    // Enough for the usual layouts; few enough to keep a launch in a large plain directory
-    // (no repository) quick.
-    const MAX_DIRS: usize = 512;
+/// How far [`repositories_below`] looks.
+#[derive(Debug, Clone, Copy)]
+pub struct RepoWalk {
+    /// Directory levels below the start (1: its entries).
+    pub depth: usize,
+    /// Directories looked at, in all.
+    pub max_dirs: usize,
+    /// How long it may take (`None`: no time limit).
+    pub budget: Option<std::time::Duration>,
+    /// Pass over hidden directories (`~/.nvm` and other toolchains kept as checkouts).
+    pub skip_hidden: bool,
+    /// Stop at the first repository found.
+    pub first_only: bool,
+}
+
+/// What [`repositories_below`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RepoScan {
+    /// Repositories, level by level and by name within a directory.
+    pub repos: Vec<PathBuf>,
+    /// Whether it stopped at a limit before looking everywhere it would.
+    pub cut_short: bool,
+}
+
+/// The repositories within `walk.depth` levels below `dir`, breadth first: directories with
+/// a `.git` (directory or file) and bare repositories (`HEAD`, `objects/` and `refs/`). A
+/// repository is not looked into, and symbolic links are not followed. One walk serves the
+/// launch's refusal of a directory of projects and `doctor`'s list of other repositories.
+pub fn repositories_below(dir: &Path, walk: RepoWalk) -> RepoScan {
+    let start = std::time::Instant::now();
+    let mut scan = RepoScan::default();
     let mut level = vec![dir.to_path_buf()];
     let mut seen = 0;
-    for _ in 0..depth {
+    for _ in 0..walk.depth {
         let mut next = Vec::new();
         for d in &level {
             let Ok(entries) = std::fs::read_dir(d) else {
@@ -276,27 +300,48 @@ fn first_repository_below(dir: &Path, depth: usize) -> Option<PathBuf> {
             let mut subdirs: Vec<PathBuf> = entries
                 .flatten()
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .filter(|e| !(walk.skip_hidden && e.file_name().as_bytes().starts_with(b".")))
                 .map(|e| e.path())
                 .collect();
             subdirs.sort();
             for sub in subdirs {
+                seen += 1;
+                let late = walk.budget.is_some_and(|b| start.elapsed() > b);
+                if seen > walk.max_dirs || late {
+                    scan.cut_short = true;
+                    return scan;
+                }
                 let repo = sub.join(".git").symlink_metadata().is_ok()
                     || (sub.join("HEAD").is_file()
                         && sub.join("objects").is_dir()
                         && sub.join("refs").is_dir());
                 if repo {
-                    return Some(sub);
+                    scan.repos.push(sub);
+                    if walk.first_only {
+                        return scan;
+                    }
+                } else {
+                    next.push(sub);
                 }
-                seen += 1;
-                if seen >= MAX_DIRS {
-                    return None;
-                }
-                next.push(sub);
             }
         }
         level = next;
     }
-    None
+    scan
+}
+
+/// The first repository (by name, level by level) within `depth` levels below `dir`. Stops
+/// after a few hundred directories: enough for the usual layouts, few enough to keep a
+/// launch in a large plain directory (no repository) quick.
+fn first_repository_below(dir: &Path, depth: usize) -> Option<PathBuf> {
+    let walk = RepoWalk {
+        depth,
+        max_dirs: 512,
+        budget: None,
+        skip_hidden: false,
+        first_only: true,
+    };
+    repositories_below(dir, walk).repos.pop()
 }
 
 /// The nearest `.git` at or above `start`: the top level, the `.git` path and its `lstat`.

@@ -18,7 +18,7 @@ use landwall::plan::{self, var};
 use landwall::policy::{Access, Policy};
 use landwall::profile;
 use landwall::wall::{self, UnixGuard};
-use landwall::worktree::GitLayout;
+use landwall::worktree::{GitLayout, RepoScan, RepoWalk};
 
 /// The agents landwall ships shims for.
 pub const KNOWN_AGENTS: &[&str] = &["claude", "opencode", "codex"];
@@ -236,10 +236,12 @@ const SENSITIVE_IN_HOME: &[&str] = &[
 /// How far doctor looks for other repositories in `$HOME`: `$HOME/*/.git` and
 /// `$HOME/*/*/.git` (and `$HOME/.git`), at most this many directory entries, for at most
 /// this long. A home with more is reported as looked at in part.
-const REPO_SCAN: ScanLimits = ScanLimits {
+const REPO_SCAN: RepoWalk = RepoWalk {
     depth: 2,
-    entries: 4096,
-    budget: Duration::from_millis(25),
+    max_dirs: 4096,
+    budget: Some(Duration::from_millis(25)),
+    skip_hidden: true,
+    first_only: false,
 };
 
 /// At most this many repositories are named on a line.
@@ -347,64 +349,13 @@ fn credential_stores(home: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// How far [`find_repos`] looks.
-#[derive(Debug, Clone, Copy)]
-struct ScanLimits {
-    /// Directory levels below the start (1: its entries).
-    depth: usize,
-    /// Directory entries looked at, in all.
-    entries: usize,
-    /// Time.
-    budget: Duration,
-}
-
-/// What [`find_repos`] found.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct RepoScan {
-    /// Directories holding a `.git` (directory or file), sorted.
-    repos: Vec<PathBuf>,
-    /// Whether it stopped at a limit before looking everywhere it would.
-    cut_short: bool,
-}
-
-/// Repositories in `home`: `home` itself and the directories down to `limits.depth` levels
-/// below it that hold a `.git`. Hidden entries are passed over (toolchains kept as git
-/// checkouts: `~/.nvm`, `~/.pyenv`), symbolic links are not followed, and a repository's
-/// own directories are not looked into.
-fn find_repos(home: &Path, limits: ScanLimits) -> RepoScan {
-    let start = Instant::now();
-    let mut scan = RepoScan::default();
+/// Repositories in `home`: `home` itself and those [`worktree::repositories_below`] finds
+/// within the limits, hidden directories passed over (toolchains kept as git checkouts:
+/// `~/.nvm`, `~/.pyenv`); sorted.
+fn find_repos(home: &Path, walk: RepoWalk) -> RepoScan {
+    let mut scan = landwall::worktree::repositories_below(home, walk);
     if home.join(".git").symlink_metadata().is_ok() {
         scan.repos.push(home.to_path_buf());
-    }
-    let mut looked = 0usize;
-    let mut level = vec![home.to_path_buf()];
-    'levels: for _ in 0..limits.depth {
-        let mut next = Vec::new();
-        for dir in &level {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                looked += 1;
-                if looked > limits.entries || start.elapsed() > limits.budget {
-                    scan.cut_short = true;
-                    break 'levels;
-                }
-                if e.file_name().as_bytes().starts_with(b".")
-                    || !e.file_type().is_ok_and(|t| t.is_dir())
-                {
-                    continue;
-                }
-                let path = e.path();
-                if path.join(".git").symlink_metadata().is_ok() {
-                    scan.repos.push(path);
-                } else {
-                    next.push(path);
-                }
-            }
-        }
-        level = next;
     }
     scan.repos.sort();
     scan
@@ -1273,10 +1224,12 @@ mod tests {
         }
     }
 
-    const UNLIMITED: ScanLimits = ScanLimits {
+    const UNLIMITED: RepoWalk = RepoWalk {
         depth: 2,
-        entries: usize::MAX,
-        budget: Duration::from_secs(60),
+        max_dirs: usize::MAX,
+        budget: None,
+        skip_hidden: true,
+        first_only: false,
     };
 
     /// Two levels down, hidden entries and links passed over, no look inside a repository.
@@ -1316,16 +1269,16 @@ mod tests {
         // The limits stop it, and say so.
         let few = find_repos(
             &home,
-            ScanLimits {
-                entries: 2,
+            RepoWalk {
+                max_dirs: 2,
                 ..UNLIMITED
             },
         );
         assert!(few.cut_short && few.repos.len() < 4, "{few:?}");
         let none = find_repos(
             &home,
-            ScanLimits {
-                budget: Duration::ZERO,
+            RepoWalk {
+                budget: Some(Duration::ZERO),
                 ..UNLIMITED
             },
         );
