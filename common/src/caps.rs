@@ -40,7 +40,7 @@ fn drop_err(set: &'static str) -> impl Fn(io::Error) -> CapsError {
     }
 }
 
-/// Drops all five capability sets; every call is checked. Returns whether the bounding set
+/// Empties the capability sets; every call is checked. Returns whether the bounding set
 /// was dropped (see step 1). That the sets are then empty is checked again by the launch's
 /// self-check, after the wall is up (`capget`, and `prctl` for the ambient and bounding
 /// sets).

@@ -74,7 +74,7 @@ impl Exec {
 
 /// The privileged steps of a launch, one method each, so the order can be tested.
 pub trait Kernel {
-    /// Drops all five capability sets.
+    /// Empties the capability sets (the bounding set only with CAP_SETPCAP, see caps.rs).
     fn drop_capabilities(&mut self) -> Result<(), CapsError>;
     /// Sets no_new_privs.
     fn set_no_new_privs(&mut self) -> io::Result<()>;

@@ -14,6 +14,7 @@ pub mod caps;
 pub mod config;
 pub mod env;
 pub mod launch;
+pub mod limits;
 pub mod linkcache;
 pub mod ns;
 pub mod objects;
@@ -55,7 +56,8 @@ pub mod exit {
     /// The configuration, the worktree or a configured path is wrong: fix the input.
     pub const CONFIG: i32 = 78;
     /// The wall could not go up (no Landlock, ABI too old, a layer too many, capabilities,
-    /// no_new_privs, descriptors). Do not retry without changing the system.
+    /// no_new_privs, descriptors): mostly properties of the system, so an unchanged retry
+    /// fails the same way (`landwall doctor` says which).
     pub const WALL: i32 = 100;
     /// The real agent was found but could not be executed.
     pub const EXEC: i32 = 126;

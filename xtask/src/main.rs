@@ -92,7 +92,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
     );
     para(
         &mut r,
-        "Run under an agent's name (claude, opencode, codex, or any other), through a link to it that sits ahead of the real agent on PATH, it is the shim: it drops every capability, sets no_new_privs, locks itself into a Landlock ruleset built for the git worktree of the current directory, rebuilds the environment from an allowlist, and then execs the real agent in the same process. If the wall cannot go up, the agent does not start.",
+        "Run under an agent's name (claude, opencode, codex, or any other), through a link to it that sits ahead of the real agent on PATH, it is the shim: it drops its capabilities (as root, every capability set, the bounding set included; an ordinary user holds none and keeps its bounding set, which only CAP_SETPCAP can clear and which no_new_privs makes moot), sets no_new_privs, locks itself into a Landlock ruleset built for the git worktree of the current directory, rebuilds the environment from an allowlist, and then execs the real agent in the same process. If the wall cannot go up, the agent does not start.",
     );
     para(
         &mut r,
@@ -154,7 +154,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
             ("2", "Bad command line."),
             ("74", "Output, a startup file (shim) or the spool (submit, jobs) could not be written or read."),
             ("78", "The configuration, the worktree or a configured path is wrong, or something the agent could have written would widen the wall: a .git, commondir or gitdir file that does not check out both ways, a linked worktree that lost its .git, a per-user configuration with grants that the agent can rewrite or that root does not own, [unix] sockets on a kernel below Landlock ABI 9."),
-            ("100", "The wall could not go up. Do not retry without changing the system."),
+            ("100", "The wall could not go up: no Landlock, a Landlock ABI below min_abi, 16 Landlock layers already stacked, capabilities, no_new_privs, a second thread, the seccomp filter, the self-check, or in a linked worktree the object quarantine's watcher or private mount namespace. The message names the cause; most are properties of the kernel or the system, which an unchanged retry meets again, and landwall doctor says which. A directory changing under a launch does not cause it: entries of a listed directory (/etc as root) that vanish are skipped, new ones are not granted."),
             ("126", "The real agent was found but could not be executed."),
             ("127", "No real agent was found."),
         ],
@@ -166,7 +166,7 @@ fn landwall_page() -> io::Result<Vec<u8>> {
         bold("bash"),
         roman("(1), "),
         bold("systemd.exec"),
-        roman("(5), and /usr/share/doc/landwall/README.md (the README of the sources). "),
+        roman("(5), and the documentation in /usr/share/doc/landwall (docs/ in the sources): README.md, install.md (packages, PATH, the drain service), how-it-works.md (a launch, the default policy, the environment), configuration.md (every key, every exit status), threat-model.md, escape.md, agents.md and drain.md. "),
         roman(SOURCE_NOTE),
     ]);
     buf.extend(r.render().into_bytes());
