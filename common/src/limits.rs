@@ -104,7 +104,7 @@ pub fn parse_cpu(text: &str) -> Result<u32, String> {
 /// `512M`-style text for a size, exact (the largest unit that divides it).
 pub fn size_text(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1u64 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
