@@ -15,6 +15,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::env::EnvPattern;
+use crate::limits::{self, JobCaps};
 use crate::policy::OffLimits;
 
 /// Where the system configuration lives unless `LANDWALL_CONFIG` says otherwise.
@@ -250,6 +251,10 @@ pub struct DrainConfig {
     pub allow_uids: Option<Vec<u32>>,
     /// Jobs run at once unless `--jobs` says otherwise.
     pub jobs: Option<u32>,
+    /// The most each job may have (`memory_max`, `tasks_max`, `cpu_max`, `log_max`), as
+    /// written: `None` where the key is absent. The defaults are the daemon's to fill in
+    /// ([`limits::with_defaults`]).
+    pub caps: JobCaps,
 }
 
 impl Default for DrainConfig {
@@ -260,6 +265,7 @@ impl Default for DrainConfig {
             grace: DEFAULT_GRACE,
             allow_uids: None,
             jobs: None,
+            caps: JobCaps::default(),
         }
     }
 }
@@ -602,6 +608,10 @@ struct RawDrain {
     grace: Option<Spanned<String>>,
     allow_uids: Option<Vec<Spanned<u32>>>,
     jobs: Option<Spanned<u32>>,
+    memory_max: Option<Spanned<String>>,
+    tasks_max: Option<Spanned<u32>>,
+    cpu_max: Option<Spanned<String>>,
+    log_max: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -972,7 +982,35 @@ fn validate_drain(
         }
         drain.jobs = Some(n);
     }
+    drain.caps.memory = cap(v, "memory_max", raw.memory_max, limits::parse_size)?;
+    drain.caps.cpu = cap(v, "cpu_max", raw.cpu_max, limits::parse_cpu)?;
+    drain.caps.log = cap(v, "log_max", raw.log_max, limits::parse_size)?;
+    if let Some(tasks) = raw.tasks_max {
+        let n = *tasks.get_ref();
+        if n == 0 {
+            return v.err(
+                tasks.span(),
+                "`tasks_max` must be at least 1: a cap of zero would stop every job",
+            );
+        }
+        drain.caps.tasks = Some(n);
+    }
     Ok(drain)
+}
+
+/// One `[drain]` cap written as text (`memory_max = "512M"`, `cpu_max = "150%"`), parsed;
+/// an error names the key and its line.
+fn cap<T>(
+    v: &Validator<'_>,
+    key: &str,
+    value: Option<Spanned<String>>,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ConfigError> {
+    value
+        .map(|text| {
+            parse(text.get_ref()).or_else(|why| v.err(text.span(), format!("`{key}`: {why}")))
+        })
+        .transpose()
 }
 
 /// Parses a duration written as one or more `<integer><unit>` groups, units `ms`, `s`, `m`,
@@ -1335,6 +1373,10 @@ worktree_roots = ["/srv/work", "/home/agents"]
 grace = "1m30s"
 allow_uids = [0, 1000]
 jobs = 4
+memory_max = "2G"
+tasks_max = 512
+cpu_max = "150%"
+log_max = "16M"
 "#;
         let c = from_str(&p("/c"), text).expect("valid");
         assert_eq!(c.drain.spool, Some(p("/srv/spool")));
@@ -1345,6 +1387,24 @@ jobs = 4
         assert_eq!(c.drain.grace, Duration::from_secs(90));
         assert_eq!(c.drain.allow_uids, Some(vec![0, 1000]));
         assert_eq!(c.drain.jobs, Some(4));
+        assert_eq!(
+            c.drain.caps,
+            JobCaps {
+                memory: Some(2 << 30),
+                tasks: Some(512),
+                cpu: Some(150),
+                log: Some(16 << 20),
+            }
+        );
+        let c = from_str(&p("/c"), "[drain]\nmemory_max = \"512M\"\n").expect("one cap");
+        assert_eq!(
+            c.drain.caps,
+            JobCaps {
+                memory: Some(512 << 20),
+                ..JobCaps::default()
+            },
+            "absent keys stay unset: the defaults are the daemon's"
+        );
     }
 
     #[test]
@@ -1356,6 +1416,22 @@ jobs = 4
             ("[drain]\ngrace = \"30\"\n", 2, "`30`"),
             ("[drain]\njobs = 0\n", 2, "jobs"),
             ("[drain]\nallow_uids = [-1]\n", 2, ""),
+            (
+                "[drain]\njobs = 2\nmemory_max = \"12X\"\n",
+                3,
+                "`memory_max`: `12X` is not a size",
+            ),
+            ("[drain]\nmemory_max = \"0\"\n", 2, "`memory_max`"),
+            ("[drain]\ntasks_max = 0\n", 2, "`tasks_max`"),
+            ("[drain]\ntasks_max = -3\n", 2, ""),
+            ("[drain]\ntasks_max = \"64\"\n", 2, ""),
+            (
+                "[drain]\ncpu_max = \"150\"\n",
+                2,
+                "`cpu_max`: `150` is not a CPU share",
+            ),
+            ("[drain]\ncpu_max = 150\n", 2, ""),
+            ("[drain]\n\nlog_max = \"1.5G\"\n", 3, "`log_max`: `1.5G`"),
         ] {
             let e = from_str(&p("/c"), text).expect_err(text).to_string();
             assert!(e.starts_with(&format!("/c:{line}: ")), "{text}: {e}");

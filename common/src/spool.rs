@@ -53,6 +53,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{parse_duration, valid_agent_name};
 use crate::env::{EnvPattern, EnvPolicy};
+use crate::limits::{self, JobCaps};
 
 /// Job files larger than this are refused unread.
 pub const MAX_JOB_SIZE: u64 = 64 * 1024;
@@ -378,6 +379,19 @@ pub struct RawJob {
     /// The agent profile (environment patterns, configuration section); default `claude`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The job's memory cap: `512M`, `2G` (at most the daemon's `memory_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// The job's cap on tasks, processes and threads (at most the daemon's `tasks_max`).
+    /// Any TOML integer as written, so that a bad one is refused naming the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<i64>,
+    /// The job's CPU share in percent of one CPU: `50%`, `150%` (at most `cpu_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    /// The cap on the job's log: `16M` (at most the daemon's `log_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
 
 /// A job that passed the checks that need no file system: ready but for its worktree.
@@ -393,6 +407,9 @@ pub struct JobSpec {
     pub timeout: Option<Duration>,
     /// The agent profile.
     pub agent: String,
+    /// The caps the job asked for (`None` where it asked for none); the daemon's maxima are
+    /// not applied yet ([`limits::effective`]).
+    pub caps: JobCaps,
 }
 
 /// Parses a job file's text.
@@ -428,6 +445,7 @@ pub fn check_job(raw: RawJob) -> Result<JobSpec, Rejected> {
     if raw.argv.iter().any(|a| a.contains('\0')) {
         return reject("`argv` contains a NUL byte");
     }
+    let caps = check_caps(&raw)?;
     let agent = raw.agent.unwrap_or_else(|| DEFAULT_AGENT.to_string());
     if !valid_agent_name(&agent) {
         return reject(format!(
@@ -464,6 +482,37 @@ pub fn check_job(raw: RawJob) -> Result<JobSpec, Rejected> {
         env: raw.env,
         timeout,
         agent,
+        caps,
+    })
+}
+
+/// The caps a job file asks for, parsed; a bad one is refused naming its key.
+fn check_caps(raw: &RawJob) -> Result<JobCaps, Rejected> {
+    fn one<T>(
+        key: &str,
+        text: Option<&str>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, Rejected> {
+        text.map(|t| parse(t).or_else(|why| reject(format!("`{key}`: {why}"))))
+            .transpose()
+    }
+    let tasks = match raw.tasks {
+        None => None,
+        Some(n) => match u32::try_from(n) {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                return reject(format!(
+                    "`tasks`: {n} is not a number of tasks: write a whole number from 1 to {}",
+                    u32::MAX
+                ))
+            }
+        },
+    };
+    Ok(JobCaps {
+        memory: one("memory", raw.memory.as_deref(), limits::parse_size)?,
+        tasks,
+        cpu: one("cpu", raw.cpu.as_deref(), limits::parse_cpu)?,
+        log: one("log", raw.log.as_deref(), limits::parse_size)?,
     })
 }
 
@@ -1167,6 +1216,55 @@ mod tests {
                 },
                 "longer than zero",
             ),
+            (
+                RawJob {
+                    memory: Some("12X".into()),
+                    ..raw("/w/a", &["x"])
+                },
+                "`memory`: `12X` is not a size",
+            ),
+            (
+                RawJob {
+                    memory: Some("0".into()),
+                    ..raw("/w/a", &["x"])
+                },
+                "`memory`",
+            ),
+            (
+                RawJob {
+                    tasks: Some(0),
+                    ..raw("/w/a", &["x"])
+                },
+                "`tasks`: 0",
+            ),
+            (
+                RawJob {
+                    tasks: Some(-5),
+                    ..raw("/w/a", &["x"])
+                },
+                "`tasks`: -5",
+            ),
+            (
+                RawJob {
+                    tasks: Some(1 << 40),
+                    ..raw("/w/a", &["x"])
+                },
+                "`tasks`",
+            ),
+            (
+                RawJob {
+                    cpu: Some("50".into()),
+                    ..raw("/w/a", &["x"])
+                },
+                "`cpu`: `50` is not a CPU share",
+            ),
+            (
+                RawJob {
+                    log: Some("lots".into()),
+                    ..raw("/w/a", &["x"])
+                },
+                "`log`: `lots`",
+            ),
         ];
         for (job, needle) in cases {
             let e = check_job(job.clone()).expect_err(needle).0;
@@ -1181,6 +1279,38 @@ mod tests {
         .expect("valid");
         assert_eq!(j.timeout, Some(Duration::from_secs(60)));
         assert_eq!(j.agent, "codex");
+        assert_eq!(j.caps, JobCaps::default(), "no caps asked for");
+    }
+
+    #[test]
+    fn job_caps_parse_and_are_written_only_when_set() {
+        let plain = toml::to_string(&raw("/w/a", &["x"])).expect("serialize");
+        for key in ["memory", "tasks", "cpu", "log"] {
+            assert!(!plain.contains(key), "{plain}");
+        }
+        let text = concat!(
+            "worktree = \"/w/a\"\nargv = [\"x\"]\n",
+            "memory = \"512M\"\ntasks = 64\ncpu = \"50%\"\nlog = \"1G\"\n",
+        );
+        let job = parse_job(text).expect("valid");
+        let spec = check_job(job.clone()).expect("valid");
+        assert_eq!(
+            spec.caps,
+            JobCaps {
+                memory: Some(512 << 20),
+                tasks: Some(64),
+                cpu: Some(50),
+                log: Some(1 << 30),
+            }
+        );
+        let again = toml::to_string(&job).expect("serialize");
+        assert_eq!(parse_job(&again).expect("round trip"), job);
+        assert!(
+            again.contains("tasks = 64") && again.contains("cpu = \"50%\""),
+            "{again}"
+        );
+        let e = parse_job("worktree = \"/a\"\nargv = [\"x\"]\ntasks = \"64\"\n").expect_err("type");
+        assert!(e.0.contains("line 3"), "{e}");
     }
 
     #[test]

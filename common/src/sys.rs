@@ -502,6 +502,29 @@ pub fn pidfd_self() -> io::Result<OwnedFd> {
     owned_fd(rc)
 }
 
+/// A pidfd for process `pid` (`pidfd_open(2)`, Linux 5.3): it names that process and no
+/// other, even once the number is reused. Close-on-exec, as the kernel makes it.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new descriptor or -1.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    owned_fd(rc)
+}
+
+/// Sends `sig` to the process `pidfd` names (`pidfd_send_signal(2)`, Linux 5.1).
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: the descriptor is borrowed for the call; no siginfo (null), no flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
+    zero_or_errno(rc)
+}
+
 /// Waits up to `timeout_ms` for `fd` to become readable (`poll(2)`, retried on EINTR);
 /// returns whether it did.
 pub fn wait_readable(fd: BorrowedFd<'_>, timeout_ms: libc::c_int) -> io::Result<bool> {
@@ -677,6 +700,61 @@ pub fn in_child(body: impl FnOnce() -> i32) -> io::Result<i32> {
         unsafe { libc::_exit(code) }
     }
     wait_child(child)?.ok_or_else(|| io::Error::other("the child neither exited nor was killed"))
+}
+
+/// Forks; the child runs `body` and `_exit`s with its status, never returning here. The
+/// parent gets the child's pid. For the drain's job keeper, which forks the job before it
+/// starts any thread.
+///
+/// Only for a single-threaded caller, as [`spawn_detached`].
+pub fn fork_child(body: impl FnOnce() -> i32) -> io::Result<libc::pid_t> {
+    // SAFETY: fork has no memory preconditions; the caller is single-threaded.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if child == 0 {
+        let code = body();
+        // SAFETY: _exit ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) }
+    }
+    Ok(child)
+}
+
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`, Linux 3.4): every
+/// descendant orphaned below it, however it detached (a new session, a double fork), is
+/// reparented to it rather than to init, so it can find and kill all of them.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer and changes only a flag
+    // of this process.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+    zero_or_errno(libc::c_long::from(rc))
+}
+
+/// Ends this process by signal `sig`, as the job it watched ended, so that its parent's
+/// wait sees the same status: the default action is restored, no core is written, and the
+/// signal is unblocked and raised. Falls back to exit status 128 + `sig` for a signal whose
+/// default action does not end the process.
+pub fn die_by_signal(sig: libc::c_int) -> ! {
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // Their results do not matter: if any step fails, the `_exit` below still ends the
+    // process, with 128 + `sig`.
+    // SAFETY: setrlimit reads one rlimit borrowed for the call; signal takes a number and
+    // SIG_DFL; the sigset is initialised by sigemptyset before sigaddset and
+    // pthread_sigmask read it; raise takes a number; _exit ends the process.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+        libc::_exit(128 + sig)
+    }
 }
 
 /// `struct open_how` from `<linux/openat2.h>` (libc's is non-exhaustive).

@@ -16,10 +16,21 @@ Environment:
   LANDWALL_LOG              log filter (default `info`), to stderr
   NOTIFY_SOCKET             set by systemd for Type=notify units: READY=1 is sent once serving
 
+Jobs and their caps:
+  Each job runs under a keeper (a child subreaper) that ends every process the job started,
+  however it detached, before the result is written. Where the daemon has a cgroup v2
+  subtree (systemd Delegate=yes, or the root cgroup), each job gets its own cgroup with
+  memory.max, pids.max and cpu.max from [drain] memory_max, tasks_max, cpu_max, and ends with
+  cgroup.kill. Where it has none, the daemon says so in one line at start: memory is capped
+  by RLIMIT_DATA, tasks by RLIMIT_NPROC (not for root), CPU not at all. The log cap
+  ([drain] log_max, default 64M) always holds; a job that reaches a cap ends `failed`, naming
+  it. With less room on the spool's file system than a job's log cap, nothing is claimed.
+
 Signals:
   SIGTERM, SIGINT  stop claiming; running jobs get the grace period (`[drain] grace`, default
-                   30s), then SIGTERM and 5s later SIGKILL to their process groups, and go
-                   back to the queue. A second signal skips the rest of the grace period.
+                   30s), then SIGTERM to every process of theirs and 5s later a kill of all of
+                   them, and go back to the queue. A second signal skips the rest of the grace
+                   period.
   SIGHUP           reload the configuration (the daemon's own wall stays as it started)
 
 Exit status:
@@ -104,6 +115,19 @@ pub struct RunJobArgs {
     /// The daemon's pid: the runner dies with it.
     #[arg(long, value_name = "PID")]
     pub parent: i32,
+    /// The job's cgroup (a directory of the cgroup v2 file system the daemon made, its caps
+    /// written): the job joins it before its wall goes up.
+    #[arg(long, value_name = "DIR")]
+    pub cgroup: Option<PathBuf>,
+    /// The job's log cap in bytes: output past it is dropped and the job is ended.
+    #[arg(long, value_name = "BYTES")]
+    pub log_max: Option<u64>,
+    /// RLIMIT_DATA for the job, where no memory controller caps it.
+    #[arg(long, value_name = "BYTES")]
+    pub rlimit_data: Option<u64>,
+    /// RLIMIT_NPROC for the job, where no pids controller caps it.
+    #[arg(long, value_name = "N")]
+    pub rlimit_nproc: Option<u64>,
     /// The job's command and arguments.
     #[arg(
         required = true,

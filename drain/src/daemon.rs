@@ -39,7 +39,10 @@ use landwall::spool::{
     self, printable, JobResult, JobSpec, LockError, Rejected, Spool, SpoolError, State,
 };
 
+use landwall::limits::{self, JobCaps};
+
 use crate::args::DaemonArgs;
+use crate::cgroup::{self, Cgroups};
 use crate::exit;
 use crate::notify::Notifier;
 use crate::offlimits::{self, Own};
@@ -52,6 +55,8 @@ const KILL_AFTER: Duration = Duration::from_secs(5);
 const TMP_AGE: Duration = Duration::from_secs(3600);
 /// How long start-up waits for a dead daemon's leftover processes to die after SIGKILL.
 const LEFTOVER_PATIENCE: Duration = Duration::from_secs(5);
+/// How often a daemon short of room on the spool's file system looks again.
+const ROOM_RECHECK: Duration = Duration::from_secs(5);
 
 /// Why the daemon stopped serving (or never started).
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +160,8 @@ struct Live {
     grace: Duration,
     /// Jobs at once.
     jobs: usize,
+    /// The caps of every job, and the most a job may ask for.
+    caps: JobCaps,
 }
 
 impl Live {
@@ -178,6 +185,7 @@ impl Live {
         });
         let jobs = jobs_cli.or(config.drain.jobs).unwrap_or(1);
         Ok(Live {
+            caps: limits::with_defaults(config.drain.caps),
             roots,
             allow_uids,
             grace: config.drain.grace,
@@ -243,6 +251,10 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
         }
     };
 
+    // Before the wall: a delegated cgroup's daemon moves itself into a leaf first.
+    // Said once the daemon serves (a daemon that refuses to says only why).
+    let cgroups = cgroup::detect(std::process::id());
+
     if walled {
         let config_file = config_path.exists().then_some(config_path.as_path());
         let policy = selfwall::policy(selfwall::Inputs2 {
@@ -252,6 +264,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
             exe: &exe,
             config_file,
             is_root,
+            cgroup: cgroups.as_ref().ok().map(|c| c.base.as_path()),
         })
         .map_err(DrainError::Wall)?;
         let enforced =
@@ -293,7 +306,23 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
     // Watch before the first scan, so that no job queued from now on is missed.
     let wake = Wake::new(&spool.queue())?;
     recover(&spool)?;
+    let cgroups = match cgroups {
+        Ok(c) => {
+            log::info!("{}", c.describe());
+            let n = c.sweep();
+            if n > 0 {
+                log::warn!("killed and removed {n} job cgroup(s) of daemons that are gone");
+            }
+            Some(c)
+        }
+        Err(why) => {
+            log::warn!("{}", cgroup::without(&why));
+            None
+        }
+    };
     let mut daemon = Daemon {
+        cgroups,
+        no_room: None,
         spool,
         exe,
         config_path,
@@ -457,6 +486,13 @@ struct Running {
     stop_signalled: bool,
     kill_at: Option<Instant>,
     killed: bool,
+    /// When the whole process group gets SIGKILL, should the keeper not have ended the
+    /// job after SIGUSR1.
+    backstop_at: Option<Instant>,
+    /// The job's cgroup, if it has one.
+    cgroup: Option<PathBuf>,
+    /// The caps it runs under.
+    caps: JobCaps,
 }
 
 impl Running {
@@ -504,6 +540,10 @@ struct Stopping {
 }
 
 struct Daemon {
+    /// The jobs' cgroups, where the daemon has a subtree for them.
+    cgroups: Option<Cgroups>,
+    /// When to look at the spool's free space again, while it is short.
+    no_room: Option<Instant>,
     spool: Spool,
     exe: PathBuf,
     config_path: PathBuf,
@@ -631,18 +671,42 @@ impl Daemon {
                     self.running[i].id
                 );
             }
+            let usage = self.running[i]
+                .cgroup
+                .as_deref()
+                .map(cgroup::end)
+                .unwrap_or_default();
             let status = self.running[i]
                 .child
                 .wait()
                 .map_err(io_err("waiting for a job"))?;
             let r = self.running.swap_remove(i);
-            self.ended(r, status)?;
+            self.ended(r, status, usage)?;
         }
         Ok(())
     }
 
-    fn ended(&mut self, mut r: Running, status: ExitStatus) -> Result<(), DrainError> {
-        let not_started = r.not_started();
+    fn ended(
+        &mut self,
+        mut r: Running,
+        status: ExitStatus,
+        usage: cgroup::Usage,
+    ) -> Result<(), DrainError> {
+        // The keeper says "cap: …" when the job reached its log cap; anything else on the
+        // pipe is why the job was not started.
+        let told = r.not_started();
+        let (not_started, capped) = match told {
+            Some(t) => match t.strip_prefix("cap: ") {
+                Some(cap) => (None, Some(cap.to_string())),
+                None => (Some(t), None),
+            },
+            None => (None, None),
+        };
+        let capped = capped.or_else(|| {
+            (!status.success())
+                .then(|| cgroup::cap_reason(usage, &r.caps))
+                .flatten()
+        });
         let id = r.id.clone();
         if self.stopping.is_some()
             && not_started.is_none()
@@ -664,6 +728,8 @@ impl Daemon {
         } else if r.timed_out {
             let t = r.timeout.map(human).unwrap_or_default();
             (State::Failed, Some(format!("timed out after {t}")))
+        } else if let Some(cap) = capped {
+            (State::Failed, Some(cap))
         } else if status.success() {
             (State::Done, None)
         } else {
@@ -720,7 +786,24 @@ impl Daemon {
                 if !r.killed && now >= k {
                     r.killed = true;
                     log::warn!(
-                        "job {}: still running {} after SIGTERM; killing its process group",
+                        "job {}: still running {} after SIGTERM; killing all of it",
+                        r.id,
+                        human(KILL_AFTER)
+                    );
+                    // The keeper kills every process of the job, detached ones too; the
+                    // cgroup, where there is one, goes at once.
+                    procs::signal_pid(r.pid, Signal::SIGUSR1);
+                    if let Some(dir) = &r.cgroup {
+                        cgroup::kill(dir);
+                    }
+                    r.backstop_at = Some(now + KILL_AFTER);
+                }
+            }
+            if let Some(b) = r.backstop_at {
+                if now >= b {
+                    r.backstop_at = None;
+                    log::warn!(
+                        "job {}: its keeper did not end it {} after SIGUSR1; killing its process group",
                         r.id,
                         human(KILL_AFTER)
                     );
@@ -740,11 +823,17 @@ impl Daemon {
             if let (Some(k), false) = (r.kill_at, r.killed) {
                 consider(k);
             }
+            if let Some(b) = r.backstop_at {
+                consider(b);
+            }
         }
         if let Some(s) = &self.stopping {
             if self.running.iter().any(|r| !r.stop_signalled) {
                 consider(s.grace_deadline);
             }
+        }
+        if let (Some(t), None) = (self.no_room, &self.stopping) {
+            consider(t);
         }
         next
     }
@@ -768,10 +857,45 @@ impl Daemon {
         Ok(())
     }
 
+    /// Whether the spool's file system has room for one more job: its log cap and a
+    /// megabyte for its files. Short of that, nothing is claimed (what is queued stays
+    /// queued) and the free space is looked at again every [`ROOM_RECHECK`].
+    fn room_for_a_job(&mut self, now: Instant) -> bool {
+        if self.no_room.is_some_and(|next| now < next) {
+            return false;
+        }
+        let need = self.live.caps.log.unwrap_or(limits::DEFAULT_LOG_MAX) + (1 << 20);
+        let free = match nix::sys::statvfs::statvfs(self.spool.root()) {
+            Ok(st) => st.blocks_available().saturating_mul(st.fragment_size()),
+            Err(e) => {
+                log::warn!("looking at the spool's free space: {e}; starting jobs anyway");
+                return true;
+            }
+        };
+        if free < need {
+            if self.no_room.is_none() {
+                log::error!(
+                    "the spool's file system has {} free, less than a job may need ({}: its log cap and 1M); not starting jobs until there is room (queued jobs stay queued)",
+                    limits::size_text(free),
+                    limits::size_text(need)
+                );
+            }
+            self.no_room = Some(now + ROOM_RECHECK);
+            return false;
+        }
+        if self.no_room.take().is_some() {
+            log::info!("room on the spool's file system again: starting jobs");
+        }
+        true
+    }
+
     fn fill(&mut self) -> Result<(), DrainError> {
         while self.running.len() < self.live.jobs {
             if self.dirty {
                 self.scan()?;
+            }
+            if self.pending.is_empty() || !self.room_for_a_job(Instant::now()) {
+                break;
             }
             let Some(id) = self.pending.pop_front() else {
                 break;
@@ -801,14 +925,14 @@ impl Daemon {
             return Ok(());
         }
         log::info!("job {id}: claimed");
-        let (spec, worktree) = match self.check(&id) {
+        let (spec, worktree, caps) = match self.check(&id) {
             Ok(ok) => ok,
             Err(Rejected(why)) => {
                 self.refuse(&id, format!("refused: {why}"))?;
                 return Ok(());
             }
         };
-        match self.spawn(&id, &spec, &worktree) {
+        match self.spawn(&id, &spec, &worktree, &caps) {
             Ok(r) => {
                 log::info!(
                     "job {id}: started (process group {}) in {}: {:?}",
@@ -843,17 +967,52 @@ impl Daemon {
     }
 
     /// Parse → validate: the job file, its fields, its worktree.
-    fn check(&self, id: &str) -> Result<(JobSpec, PathBuf), Rejected> {
+    fn check(&self, id: &str) -> Result<(JobSpec, PathBuf, JobCaps), Rejected> {
         let text = spool::read_job_file(
             &self.spool.job_file(State::Running, id),
             &self.live.allow_uids,
         )?;
         let spec = spool::check_job(spool::parse_job(&text)?)?;
+        let caps = limits::effective(spec.caps, self.live.caps).map_err(Rejected)?;
         let worktree = spool::check_worktree(&spec.worktree, &self.live.roots)?;
-        Ok((spec, worktree))
+        Ok((spec, worktree, caps))
     }
 
-    fn spawn(&self, id: &str, spec: &JobSpec, worktree: &Path) -> io::Result<Running> {
+    fn spawn(
+        &self,
+        id: &str,
+        spec: &JobSpec,
+        worktree: &Path,
+        caps: &JobCaps,
+    ) -> io::Result<Running> {
+        let cgroup = match &self.cgroups {
+            Some(c) => Some(c.create(id, caps).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("making its cgroup in {}: {e}", c.base.display()),
+                )
+            })?),
+            None => None,
+        };
+        match self.spawn_runner(id, spec, worktree, caps, cgroup.clone()) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                if let Some(dir) = &cgroup {
+                    cgroup::end(dir);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn spawn_runner(
+        &self,
+        id: &str,
+        spec: &JobSpec,
+        worktree: &Path,
+        caps: &JobCaps,
+        cgroup: Option<PathBuf>,
+    ) -> io::Result<Running> {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -875,6 +1034,22 @@ impl Daemon {
             .arg(self.pid.to_string());
         for name in &spec.env {
             cmd.arg("--env").arg(name);
+        }
+        if let Some(dir) = &cgroup {
+            cmd.arg("--cgroup").arg(dir);
+        }
+        if let Some(l) = caps.log {
+            cmd.arg("--log-max").arg(l.to_string());
+        }
+        // What no controller caps, an rlimit does where it can: RLIMIT_DATA for memory;
+        // RLIMIT_NPROC for tasks, which counts every process of the daemon's user and does
+        // not hold for root.
+        let controller = |on: fn(&Cgroups) -> bool| self.cgroups.as_ref().is_some_and(on);
+        if let (false, Some(m)) = (controller(|c| c.memory), caps.memory) {
+            cmd.arg("--rlimit-data").arg(m.to_string());
+        }
+        if let (false, false, Some(t)) = (controller(|c| c.pids), self.is_root, caps.tasks) {
+            cmd.arg("--rlimit-nproc").arg(t.to_string());
         }
         cmd.arg("--")
             .args(spec.argv.iter().map(OsString::from))
@@ -906,6 +1081,9 @@ impl Daemon {
             stop_signalled: false,
             kill_at: None,
             killed: false,
+            backstop_at: None,
+            cgroup,
+            caps: *caps,
         };
         if let Err(e) = spool::write_run_record(&self.spool, id, &record) {
             // Without it a dead daemon's successor cannot kill this job's leftovers; the

@@ -8,7 +8,9 @@
 //! for the job's worktree, puts up its own Landlock layer and execs the job.
 #![forbid(unsafe_code)]
 
+mod cgroup;
 mod daemon;
+mod keeper;
 mod notify;
 mod offlimits;
 mod procs;

@@ -15,6 +15,8 @@ use landwall::spool::RunRecord;
 pub struct Stat {
     /// The state letter (`R`, `S`, `Z`, …).
     pub state: char,
+    /// The parent's pid.
+    pub ppid: i32,
     /// The process group.
     pub pgrp: i32,
     /// Start time in clock ticks since boot.
@@ -26,9 +28,11 @@ pub struct Stat {
 pub fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Field 3 (state) is fields[0]; field 5 (pgrp) fields[2]; field 22 (starttime) fields[19].
+    // Field 3 (state) is fields[0]; field 4 (ppid) fields[1]; field 5 (pgrp) fields[2];
+    // field 22 (starttime) fields[19].
     Some(Stat {
         state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
         pgrp: fields.get(2)?.parse().ok()?,
         start_ticks: fields.get(19)?.parse().ok()?,
     })
@@ -49,6 +53,21 @@ pub fn signal_group(pgid: u32, sig: Signal) -> bool {
         Err(Errno::ESRCH) => false,
         Err(e) => {
             log::warn!("signalling process group {pgid} with {sig}: {e}");
+            false
+        }
+    }
+}
+
+/// Sends `sig` to one process; `false` if it no longer exists.
+pub fn signal_pid(pid: u32, sig: Signal) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(Pid::from_raw(raw), sig) {
+        Ok(()) => true,
+        Err(Errno::ESRCH) => false,
+        Err(e) => {
+            log::warn!("signalling process {pid} with {sig}: {e}");
             false
         }
     }
@@ -126,6 +145,7 @@ mod tests {
             parse_stat(text),
             Some(Stat {
                 state: 'S',
+                ppid: 1,
                 pgrp: 4240,
                 start_ticks: 987654
             })

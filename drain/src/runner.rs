@@ -35,31 +35,48 @@ use landwall::worktree::WorktreeError;
 use landwall::{plan, Error};
 
 use crate::args::RunJobArgs;
+use crate::keeper;
 use crate::offlimits::{self, Own};
 
-/// Runs one job; returns only on failure, with the exit status the daemon records.
+/// Runs one job: forks it under a keeper ([`keeper`]) and returns (or dies) as the job
+/// ended; returns at once, with the exit status the daemon records, if it cannot start it.
 pub fn main(args: RunJobArgs) -> i32 {
     if let Err(why) = die_with_parent(args.parent) {
         eprintln!("landwall-drain: job not started: {why}");
         return landwall::exit::WALL;
     }
-    let mut status = match take_status_pipe() {
-        Ok(f) => Some(f),
+    let (mut status, job_status) = match take_status_pipe().and_then(|f| {
+        let copy = f.try_clone()?;
+        Ok((f, copy))
+    }) {
+        Ok(pair) => pair,
         Err(e) => {
             eprintln!("landwall-drain: job not started: taking the status pipe: {e}");
             return landwall::exit::WALL;
         }
     };
+    let cgroup = args.cgroup.clone();
+    let keep = keeper::Keep {
+        log_max: args.log_max,
+        cgroup: cgroup.as_deref(),
+        rlimit_data: args.rlimit_data,
+        rlimit_nproc: args.rlimit_nproc,
+    };
+    let parent = args.parent;
+    keeper::keep(&keep, parent, &mut status, move || job(args, job_status))
+}
+
+/// The job side, in the keeper's child: walls itself in and execs, or reports why not on
+/// the status pipe and returns the status to exit with.
+fn job(args: RunJobArgs, mut status: File) -> i32 {
     match walled_exec(args) {
         Ok(never) => match never {},
         Err(e) => {
             let why = e.to_string();
-            if let Some(f) = status.as_mut() {
-                // The daemon also sees the exit status and the log; a lost message only
-                // loses the reason's wording.
-                if f.write_all(why.as_bytes()).is_err() {
-                    eprintln!("landwall-drain: could not report to the daemon");
-                }
+            // The daemon also sees the exit status and the log; a lost message only
+            // loses the reason's wording.
+            if status.write_all(why.as_bytes()).is_err() {
+                eprintln!("landwall-drain: could not report to the daemon");
             }
             eprintln!(
                 "landwall-drain: job not started: {}",

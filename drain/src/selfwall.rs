@@ -55,6 +55,8 @@ pub struct Inputs2<'a> {
     pub config_file: Option<&'a Path>,
     /// Whether the daemon runs as root (root gets the shim's extra denials).
     pub is_root: bool,
+    /// The cgroup the daemon makes its jobs' cgroups in, if it has one.
+    pub cgroup: Option<&'a Path>,
 }
 
 /// Builds the daemon's policy. A missing spool or root is a configuration error.
@@ -109,6 +111,16 @@ pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
         is_dir: true,
         reason: "the spool".into(),
     });
+    // The jobs' cgroups are made, capped, killed and removed here (a job's own wall does
+    // not grant it).
+    if let Some(dir) = inputs.cgroup {
+        p.rules.push(Rule {
+            path: dir.to_path_buf(),
+            access: Access::ReadWrite,
+            is_dir: true,
+            reason: "the jobs' cgroups".into(),
+        });
+    }
     // The policy's order: strongest grant first, then shortest path.
     p.rules.sort_by(|a, b| {
         b.access
@@ -268,6 +280,7 @@ mod tests {
             exe: Path::new("/usr/bin/true"),
             config_file: None,
             is_root: false,
+            cgroup: None,
         })
     }
 

@@ -2,8 +2,8 @@
 //! `landwall-drain`; the spool's layout is documented in `landwall::spool`).
 //!
 //! Exit statuses: 0 done; 2 bad command line or a job the daemon would refuse anyway (bad
-//! timeout, denylisted variable, …); 74 the spool could not be read or written (or stdout);
-//! 78 the configuration or the worktree is wrong.
+//! timeout or cap, denylisted variable, …); 74 the spool could not be read or written (or
+//! stdout); 78 the configuration or the worktree is wrong.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use landwall::config::{self, Config};
+use landwall::limits::{self, JobCaps};
 use landwall::spool::{self, JobInfo, RawJob, Spool};
 use landwall::{exit, plan, worktree};
 
@@ -28,6 +29,22 @@ pub struct SubmitArgs {
     /// Kill the job if it runs longer than this (`30s`, `10m`, `1h30m`).
     #[arg(long, value_name = "DUR")]
     timeout: Option<String>,
+    /// Cap the job's memory (`512M`, `2G`; K, M, G, T are powers of 1024). At most the
+    /// daemon's `memory_max`, which is the default.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Cap the job's tasks: processes and threads together. At most the daemon's
+    /// `tasks_max`, which is the default (4096 unless set).
+    #[arg(long, value_name = "N")]
+    tasks: Option<String>,
+    /// Cap the job's CPU share, in percent of one CPU (`50%`; `200%` is two CPUs). At most
+    /// the daemon's `cpu_max`, which is the default.
+    #[arg(long, value_name = "PERCENT")]
+    cpu: Option<String>,
+    /// Cap the job's log (`16M`): output past it is dropped and the job is stopped. At most
+    /// the daemon's `log_max`, which is the default (64M unless set).
+    #[arg(long = "log-max", value_name = "SIZE")]
+    log_max: Option<String>,
     /// The agent profile (environment patterns, configuration section) to run it under
     /// (default: claude).
     #[arg(long, value_name = "NAME")]
@@ -99,6 +116,7 @@ pub fn submit(vars: &plan::Vars, args: SubmitArgs) -> i32 {
 }
 
 fn submit_inner(vars: &plan::Vars, args: SubmitArgs) -> Result<(), Failure> {
+    let caps = caps_of(&args)?;
     let argv = args
         .command
         .iter()
@@ -131,6 +149,7 @@ fn submit_inner(vars: &plan::Vars, args: SubmitArgs) -> Result<(), Failure> {
         env: args.env,
         timeout: args.timeout,
         agent: args.agent,
+        ..caps_for_job(&caps)
     };
     // Refuse here what the daemon would refuse anyway.
     spool::check_job(job.clone()).map_err(|e| usage(e.0))?;
@@ -152,6 +171,44 @@ fn submit_inner(vars: &plan::Vars, args: SubmitArgs) -> Result<(), Failure> {
         .map_err(|e| Failure(exit::OUTPUT, format!("{e} (is landwall-drain set up?)")))?;
     let id = spool::submit(&spool, &job).map_err(|e| Failure(exit::OUTPUT, e.to_string()))?;
     write_stdout(&format!("{id}\n"))
+}
+
+/// The caps `--memory`, `--tasks`, `--cpu` and `--log-max` ask for; a bad one is refused
+/// naming its option.
+fn caps_of(args: &SubmitArgs) -> Result<JobCaps, Failure> {
+    fn one<T>(
+        option: &str,
+        text: Option<&str>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, Failure> {
+        text.map(|t| parse(t).map_err(|why| usage(format!("{option}: {why}"))))
+            .transpose()
+    }
+    let tasks = |t: &str| match t.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "`{t}` is not a number of tasks: write a whole number from 1 to {}",
+            u32::MAX
+        )),
+    };
+    Ok(JobCaps {
+        memory: one("--memory", args.memory.as_deref(), limits::parse_size)?,
+        tasks: one("--tasks", args.tasks.as_deref(), tasks)?,
+        cpu: one("--cpu", args.cpu.as_deref(), limits::parse_cpu)?,
+        log: one("--log-max", args.log_max.as_deref(), limits::parse_size)?,
+    })
+}
+
+/// The job file's keys for `caps`, written the way the documentation writes them
+/// (`512M`, `50%`).
+fn caps_for_job(caps: &JobCaps) -> RawJob {
+    RawJob {
+        memory: caps.memory.map(limits::size_text),
+        tasks: caps.tasks.map(i64::from),
+        cpu: caps.cpu.map(|c| format!("{c}%")),
+        log: caps.log.map(limits::size_text),
+        ..RawJob::default()
+    }
 }
 
 /// Lists the jobs in the spool.
@@ -284,6 +341,65 @@ mod tests {
             worktree: None,
             argv: None,
             log: PathBuf::from("/x"),
+        }
+    }
+
+    fn submit_args(extra: &[&str]) -> Result<SubmitArgs, clap::Error> {
+        #[derive(Debug, clap::Parser)]
+        struct Top {
+            #[command(flatten)]
+            args: SubmitArgs,
+        }
+        let argv = ["submit"].iter().chain(extra).chain(&["--", "echo"]);
+        <Top as clap::Parser>::try_parse_from(argv).map(|t| t.args)
+    }
+
+    #[test]
+    fn caps_options_are_checked_and_written_as_documented() {
+        let args = submit_args(&[
+            "--memory",
+            "512MiB",
+            "--tasks",
+            "64",
+            "--cpu",
+            "150%",
+            "--log-max",
+            "16384K",
+        ])
+        .expect("parse");
+        let caps = caps_of(&args).ok().expect("valid");
+        assert_eq!(
+            caps,
+            JobCaps {
+                memory: Some(512 << 20),
+                tasks: Some(64),
+                cpu: Some(150),
+                log: Some(16 << 20),
+            }
+        );
+        let job = caps_for_job(&caps);
+        assert_eq!(job.memory.as_deref(), Some("512M"));
+        assert_eq!(job.tasks, Some(64));
+        assert_eq!(job.cpu.as_deref(), Some("150%"));
+        assert_eq!(job.log.as_deref(), Some("16M"));
+        let none = caps_of(&submit_args(&[]).expect("parse"))
+            .ok()
+            .expect("valid");
+        assert_eq!(caps_for_job(&none), RawJob::default());
+        for (option, value) in [
+            ("--memory", "12X"),
+            ("--tasks", "0"),
+            ("--tasks", "many"),
+            ("--cpu", "50"),
+            ("--log-max", "0"),
+        ] {
+            let args = submit_args(&[option, value]).expect("parse");
+            let Err(Failure(code, msg)) = caps_of(&args) else {
+                panic!("{option} {value} accepted");
+            };
+            assert_eq!(code, exit::USAGE);
+            assert!(msg.starts_with(&format!("{option}: ")), "{msg}");
+            assert!(msg.contains(value) && !msg.contains('\n'), "{msg}");
         }
     }
 

@@ -448,6 +448,75 @@ t_min_abi_2_drain_sandbox_serves() {
     expect "its log shows the refused write" has_re "$log" 'outside=[1-9]'
 }
 
+# ---- The drain's caps per job, on a cgroup v2 hierarchy with its controllers (mounted by
+# tests/kernels/init; the host's cgroup v2 has none, so `make test` shows the rlimits).
+
+# caps_scene NAME DRAIN-LINE...: a spool, a worktree root, the config with the given lines in
+# [drain], and a daemon run with `--once` after `queue` has queued the jobs.
+caps_scene() {
+    scene "$1"
+    shift
+    mkdir -p "$S/jobs/w" "$S/spool"
+    config "[drain]" "worktree_roots = [\"$S/jobs\"]" "$@"
+    WD=$S/jobs/w
+}
+# queue ARGV...: submits a job in jobs/w; its ID in the named variable $Q.
+queue() {
+    lw submit --spool "$S/spool" --worktree "$S/jobs/w" -- "$@"
+    Q=$(tr -d '[:space:]' <<<"$OUT")
+    expect "a job is queued ($Q)" test -n "$Q" -a -e "$S/spool/queue/$Q.toml"
+}
+result_of() { cat "$S/spool/$2/$1.result.toml" 2>/dev/null; }
+
+t_drain_memory_max_kills_a_job() {
+    caps_scene drainmem 'memory_max = "64M"'
+    queue python3 -c 'b = b"x" * (256 << 20); print("allocated")'
+    local hog=$Q
+    queue sh -c 'echo next-ran'
+    local next=$Q
+    invoke "$DRAIN" --spool "$S/spool" --config "$CONF" --once
+    want_rc 0
+    err_has "caps: memory.max, pids.max, cpu.max"
+    local r
+    r=$(result_of "$hog" failed)
+    echo "$r" | sed 's/^/      /'
+    expect "the allocating job failed: memory.max 64M reached" has "$r" 'reason = "memory.max 64M reached"'
+    expect "it never allocated" test -z "$(grep allocated "$S/spool/logs/$hog.log" 2>/dev/null)"
+    expect "the next job ran" test -e "$S/spool/done/$next.result.toml"
+    expect "no job cgroup is left" test -z "$(ls -d /sys/fs/cgroup/landwall-drain/job.* 2>/dev/null)"
+}
+
+t_drain_pids_max_stops_a_fork_bomb() {
+    caps_scene drainpids 'tasks_max = 64'
+    # Forks until a fork fails; every child sleeps. Under pids.max 64 the 64th task fails.
+    queue python3 -c '
+import os, sys, time
+n = 0
+try:
+    for n in range(1000):
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+except OSError as e:
+    print("fork failed after", n, e)
+    sys.exit(3)
+print("forked them all")'
+    local bomb=$Q
+    queue sh -c 'echo next-ran'
+    local next=$Q
+    local start=$SECONDS
+    invoke "$DRAIN" --spool "$S/spool" --config "$CONF" --once
+    want_rc 0
+    local r
+    r=$(result_of "$bomb" failed)
+    echo "$r" | sed 's/^/      /'
+    expect "the fork bomb failed: pids.max 64 reached" has "$r" 'reason = "pids.max 64 reached"'
+    expect "its forks were refused" has "$(cat "$S/spool/logs/$bomb.log" 2>/dev/null)" "fork failed after"
+    expect "the next job ran" test -e "$S/spool/done/$next.result.toml"
+    expect "its sleeping children did not hold the daemon up ($((SECONDS - start))s)" test $((SECONDS - start)) -lt 50
+    expect "none of them is left" test -z "$(pgrep -f 'forked them all' 2>/dev/null)"
+}
+
 # ---- Run the plan.
 
 declare -a GUEST=()

@@ -468,9 +468,27 @@ fn a_daemon_killed_mid_batch_loses_nothing() {
     }
 }
 
+/// The children of `pid` (every thread's).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for t in fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("tasks")
+        .flatten()
+    {
+        let text = fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
+    }
+    out
+}
+
 #[test]
-fn leftovers_of_a_killed_daemon_die_before_the_job_runs_again() {
-    let d = Drain::new("drain-leftover");
+fn a_killed_daemon_takes_its_jobs_with_it_and_they_run_again() {
+    // kill -9 of the daemon: each job's keeper (its parent-death signal) ends all of the job,
+    // its background process too, and the next daemon runs it again.
+    let d = Drain::new("drain-killed");
     let wt = d.wt("w");
     let id = d.submit_sh(
         &wt,
@@ -483,15 +501,54 @@ fn leftovers_of_a_killed_daemon_die_before_the_job_runs_again() {
     });
     let bg = read_pid(&wt.join("bg.pid"));
     daemon.kill9();
-    // The job's leader dies with the daemon; its background child survives the daemon…
+    wait_for(
+        "the job's background process to die with the daemon",
+        || !alive(bg),
+    );
+    d.once();
+    d.assert_each_finished_once(std::slice::from_ref(&id));
+    assert_eq!(d.expect_result(&id).0, "done");
+    assert!(d.log_of(&id).contains("second run"));
+}
+
+#[test]
+fn leftovers_of_a_killed_daemon_die_before_the_job_runs_again() {
+    // kill -9 of the daemon and of the job's keeper at once (as when everything is killed):
+    // nothing is left to end the job, so the next daemon kills what is left of it (its
+    // cgroup, or its process group) before it queues it again.
+    let d = Drain::new("drain-leftover");
+    let wt = d.wt("w");
+    let id = d.submit_sh(
+        &wt,
+        "if [ -e again ]; then echo second run; exit 0; fi; touch again; \
+         sleep 300 & echo $! > bg.pid; wait",
+    );
+    let mut daemon = d.start("first", &[], &[]);
+    wait_for("the background process", || {
+        fs::read_to_string(wt.join("bg.pid")).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let bg = read_pid(&wt.join("bg.pid"));
+    let keepers = children_of(daemon.pid());
+    assert_eq!(keepers.len(), 1, "one keeper: {keepers:?}");
+    let st = Command::new("kill")
+        .args(["-9", &keepers[0].to_string(), &daemon.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+    let _reaped = daemon.child.wait();
+    // The background process outlives both…
     assert!(
         alive(bg),
-        "premise: the background process outlives the daemon"
+        "premise: the background process outlives its keeper"
     );
     let out = d.once();
-    // … until the next daemon kills the group before it queues the job again.
+    // … until the next daemon kills it before it queues the job again.
     assert!(!alive(bg), "{}", stderr(&out));
-    assert!(stderr(&out).contains("left running"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("left running") || stderr(&out).contains("of daemons that are gone"),
+        "{}",
+        stderr(&out)
+    );
     d.assert_each_finished_once(std::slice::from_ref(&id));
     assert_eq!(d.expect_result(&id).0, "done");
     assert!(d.log_of(&id).contains("second run"));
@@ -1531,5 +1588,385 @@ fn jobs_share_no_home() {
     assert_eq!(
         fs::read_to_string(&loot).expect("the control copied it"),
         "TOKEN=b-secret\n"
+    );
+}
+
+// ---- A job is over when all of it is over; caps per job (issue 17).
+
+/// Live processes whose command line holds `marker`.
+fn with_marker(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in fs::read_dir("/proc").expect("proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmd = fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(marker) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A job that leaves three things behind when its own process exits: a sleeper detached
+/// with a double fork and a new session, and a fork chain in a session of its own (each
+/// generation forks the next and exits: a new pid every few microseconds, which a scan of
+/// /proc cannot catch). Every process of them carries `marker` in its command line; the
+/// chain stops when `stop` appears in the worktree.
+fn leave_behind(marker: &str) -> String {
+    format!(
+        "( setsid sh -c 'while :; do sleep 1; done' {marker}-detached & ) </dev/null >/dev/null 2>&1; \
+         ( setsid sh -c 'g() {{ [ -e stop ] && exit 0; ( g ) & exit 0; }}; g' {marker}-chain & ) </dev/null >/dev/null 2>&1; \
+         echo left"
+    )
+}
+
+/// Waits 300 ms and checks twice that nothing with `marker` is alive.
+fn none_left(marker: &str) -> Vec<u32> {
+    for _ in 0..3 {
+        let left = with_marker(marker);
+        if !left.is_empty() {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Vec::new()
+}
+
+/// Stops the chain and kills what carries `marker` (the control's leftovers).
+fn clean_up(wt: &Path, marker: &str) {
+    fs::write(wt.join("stop"), "").expect("stop file");
+    wait_for("the control's processes to end", || {
+        for pid in with_marker(marker) {
+            let _gone = Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        with_marker(marker).is_empty()
+    });
+    fs::remove_file(wt.join("stop")).expect("rm stop");
+}
+
+/// `landwall-drain --once` as the unprivileged test user: no cgroup subtree it may manage,
+/// so jobs run under their keeper alone. The spool and the worktrees become the user's.
+fn once_as_user(d: &Drain) -> std::process::Output {
+    let (uid, gid) = landwall_e2e::test_user();
+    landwall_e2e::chown_tree(&d.spool(), uid, gid);
+    landwall_e2e::chown_tree(&d.work(), uid, gid);
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={}", landwall_e2e::TEST_USER))
+        .arg(format!("--regid={}", landwall_e2e::TEST_USER))
+        .args(["--init-groups", "--"])
+        .arg(bin_dir().join("landwall-drain"));
+    d.sb.clean_env(&mut c);
+    c.arg("--spool")
+        .arg(d.spool())
+        .arg("--config")
+        .arg(d.config_path())
+        .arg("--once")
+        .current_dir(&d.sb.root);
+    let out = run(&mut c);
+    assert!(
+        out.status.success(),
+        "--once as {}: {}",
+        landwall_e2e::TEST_USER,
+        stderr(&out)
+    );
+    out
+}
+
+#[test]
+fn nothing_a_job_started_outlives_it() {
+    let d = Drain::new("drain-whole");
+    let wt = d.wt("w");
+    let marker = format!("lw-left-{}", std::process::id());
+    let script = leave_behind(&marker);
+    // Control: run by itself, the job leaves its processes running.
+    let out = run(Command::new("sh").args(["-c", &script]).current_dir(&wt));
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("the control's leftovers", || {
+        with_marker(&marker).len() >= 2
+    });
+    clean_up(&wt, &marker);
+    // As a job of a root daemon (a cgroup per job here), of a walled one, and of a user's
+    // daemon (no cgroup: the keeper alone): done, and nothing of it left.
+    for how in ["root", "walled", "user"] {
+        let id = d.submit_sh(&wt, &script);
+        let out = match how {
+            "root" => d.once(),
+            "walled" => {
+                let mut c = d.drain();
+                c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
+                let out = run(&mut c);
+                assert!(out.status.success(), "{how}: {}", stderr(&out));
+                out
+            }
+            _ => once_as_user(&d),
+        };
+        assert_eq!(d.expect_result(&id).0, "done", "{how}: {}", stderr(&out));
+        assert!(d.log_of(&id).contains("left"), "{how}");
+        let left = none_left(&marker);
+        if !left.is_empty() {
+            clean_up(&wt, &marker);
+            panic!(
+                "{how}: still alive after the job ended: {left:?}\n{}",
+                stderr(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_timeout_ends_detached_processes_too() {
+    let d = Drain::new("drain-timeout-all");
+    let wt = d.wt("w");
+    let marker = format!("lw-late-{}", std::process::id());
+    let script = format!("{}; sleep 300", leave_behind(&marker));
+    for how in ["root", "user"] {
+        let id = d.submit(&wt, &["--timeout", "1s"], &["sh", "-c", &script]);
+        let out = if how == "root" {
+            d.once()
+        } else {
+            once_as_user(&d)
+        };
+        let (state, r) = d.expect_result(&id);
+        assert_eq!(state, "failed", "{how}");
+        assert_eq!(
+            r.get("reason").map(String::as_str),
+            Some("timed out after 1s"),
+            "{how}"
+        );
+        let left = none_left(&marker);
+        if !left.is_empty() {
+            clean_up(&wt, &marker);
+            panic!(
+                "{how}: still alive after the timeout: {left:?}\n{}",
+                stderr(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_job_that_floods_its_log_is_cut_at_the_cap_and_the_next_runs() {
+    let d = Drain::new("drain-flood");
+    let wt = d.wt("w");
+    let flood = d.submit(
+        &wt,
+        &["--log-max", "64K"],
+        &["sh", "-c", "yes flooding-the-log"],
+    );
+    // Control: the same cap holds a job that writes less than it whole.
+    let small = d.submit(
+        &wt,
+        &["--log-max", "64K"],
+        &[
+            "sh",
+            "-c",
+            "yes small | head -c 40000; echo; echo end-of-small",
+        ],
+    );
+    let next = d.submit_sh(&wt, "echo next-ran");
+    d.once();
+    let (state, r) = d.expect_result(&flood);
+    assert_eq!(state, "failed");
+    assert_eq!(r.get("reason").map(String::as_str), Some("log 64K reached"));
+    let size = fs::metadata(d.spool().join("logs").join(format!("{flood}.log")))
+        .expect("log")
+        .len();
+    assert!(
+        (64 << 10..(64 << 10) + 1024).contains(&size),
+        "the log is {size} bytes"
+    );
+    assert_eq!(d.expect_result(&small).0, "done");
+    assert!(d.log_of(&small).contains("end-of-small"));
+    assert_eq!(d.expect_result(&next).0, "done");
+    assert!(d.log_of(&next).contains("next-ran"));
+}
+
+#[test]
+fn a_memory_cap_stops_a_job_that_allocates_past_it() {
+    // No memory controller on this machine's cgroup v2 (or none at all for a user's daemon):
+    // the cap is RLIMIT_DATA. (memory.max is shown in the guests of `make test-kernels`.)
+    let d = Drain::new("drain-memory");
+    let wt = d.wt("w");
+    let alloc = [
+        "python3",
+        "-c",
+        "b = bytearray(256 << 20); print('allocated')",
+    ];
+    let capped = d.submit(&wt, &["--memory", "64M"], &alloc);
+    let roomy = d.submit(&wt, &["--memory", "1G"], &alloc);
+    let next = d.submit_sh(&wt, "echo next-ran");
+    d.once();
+    let (state, _) = d.expect_result(&capped);
+    assert_eq!(state, "failed", "{}", d.log_of(&capped));
+    assert!(
+        d.log_of(&capped).contains("MemoryError"),
+        "{}",
+        d.log_of(&capped)
+    );
+    assert_eq!(d.expect_result(&roomy).0, "done", "{}", d.log_of(&roomy));
+    assert!(d.log_of(&roomy).contains("allocated"));
+    assert_eq!(d.expect_result(&next).0, "done");
+}
+
+#[test]
+fn a_job_asking_for_more_than_the_maximum_is_refused() {
+    let d = Drain::new("drain-max");
+    let wt = d.wt("w");
+    fs::write(
+        d.config_path(),
+        format!(
+            "{}memory_max = \"128M\"\n",
+            fs::read_to_string(d.config_path()).expect("config")
+        ),
+    )
+    .expect("config");
+    let id = d.submit(&wt, &["--memory", "1G"], &["sh", "-c", "echo ran > marker"]);
+    d.once();
+    let (state, r) = d.expect_result(&id);
+    assert_eq!(state, "failed");
+    let reason = r.get("reason").cloned().unwrap_or_default();
+    assert!(
+        reason.contains("`memory` = 1G") && reason.contains("128M"),
+        "{reason}"
+    );
+    assert!(!wt.join("marker").exists());
+}
+
+/// A tmpfs mounted for one test, unmounted however it ends.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _unmounted = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_spool_disk_holds_jobs_in_the_queue_until_there_is_room() {
+    let d = Drain::new("drain-full");
+    let wt = d.wt("w");
+    let fs_dir = d.sb.root.join("spoolfs");
+    fs::create_dir_all(&fs_dir).expect("mkdir");
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&fs_dir)
+        .status()
+        .expect("mount");
+    assert!(st.success(), "mounting a tmpfs");
+    let _mounted = Tmpfs(fs_dir.clone());
+    // The spool on the small file system, with a 1M log cap: a job needs 2M free.
+    let spool = fs_dir.join("spool");
+    fs::write(
+        d.config_path(),
+        format!(
+            "{}spool = {spool:?}\nlog_max = \"1M\"\n",
+            fs::read_to_string(d.config_path()).expect("config")
+        ),
+    )
+    .expect("config");
+    let filler = fs_dir.join("filler");
+    fs::write(&filler, vec![0u8; 7 << 20]).expect("fill");
+    let mut daemon = {
+        let log = d.sb.root.join("daemon-full.log");
+        let mut c = Command::new(bin_dir().join("landwall-drain"));
+        d.sb.clean_env(&mut c);
+        c.arg("--config")
+            .arg(d.config_path())
+            .current_dir(&d.sb.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("log"));
+        Daemon {
+            child: c.spawn().expect("spawn"),
+            log,
+        }
+    };
+    wait_for("the daemon to serve", || daemon.log().contains("serving"));
+    let mut c = d.sb.landwall();
+    c.args(["submit", "--spool"])
+        .arg(&spool)
+        .arg("--worktree")
+        .arg(&wt)
+        .args(["--", "sh", "-c", "echo ran > marker"]);
+    let out = run(&mut c);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    wait_for("the daemon to say there is no room", || {
+        daemon
+            .log()
+            .contains("not starting jobs until there is room")
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        spool.join("queue").join(format!("{id}.toml")).exists(),
+        "the job left the queue:\n{}",
+        daemon.log()
+    );
+    assert!(!wt.join("marker").exists());
+    // Room again: the job runs (the daemon looks again every few seconds).
+    fs::remove_file(&filler).expect("rm filler");
+    wait_for("the job to run", || {
+        spool
+            .join("done")
+            .join(format!("{id}.result.toml"))
+            .exists()
+    });
+    assert!(wt.join("marker").exists());
+    assert!(daemon
+        .log()
+        .contains("room on the spool's file system again"));
+    daemon.signal("TERM");
+    assert!(daemon.wait().success(), "{}", daemon.log());
+}
+
+/// The cgroup2 mount point, from /proc/self/mountinfo.
+fn cgroup2_mount() -> PathBuf {
+    let info = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    info.lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let f: Vec<&str> = left.split_whitespace().collect();
+            (right.starts_with("cgroup2 ") && f.get(3) == Some(&"/")).then(|| PathBuf::from(f[4]))
+        })
+        .expect("this test needs a cgroup v2 hierarchy mounted")
+}
+
+#[test]
+fn a_job_cannot_leave_its_cgroup() {
+    // A job that moved itself out of its cgroup would escape its caps and cgroup.kill.
+    // Writing its pid into another cgroup's cgroup.procs is what moving takes; its wall
+    // grants nothing under /sys for writing.
+    let d = Drain::new("drain-cgroup-leave");
+    let wt = d.wt("w");
+    let root = cgroup2_mount();
+    let attempt = format!(
+        "for f in {r}/cgroup.procs {r}/landwall-drain/cgroup.procs; do \
+           if echo 0 > \"$f\" 2>/dev/null; then echo \"moved into $f\"; else echo \"refused $f\"; fi; \
+         done; cat /proc/self/cgroup",
+        r = root.display()
+    );
+    // Control: outside the wall (root, like the daemon), the same shell moves itself.
+    let out = run(Command::new("sh").args(["-c", &attempt]));
+    assert!(
+        stdout(&out).contains("moved into"),
+        "control: {}",
+        stdout(&out)
+    );
+    let id = d.submit_sh(&wt, &attempt);
+    d.once();
+    assert_eq!(d.expect_result(&id).0, "done");
+    let log = d.log_of(&id);
+    assert!(
+        !log.contains("moved into"),
+        "the job left its cgroup: {log}"
+    );
+    assert_eq!(log.matches("refused").count(), 2, "{log}");
+    assert!(
+        log.contains("/landwall-drain/job."),
+        "the job ran in its cgroup: {log}"
     );
 }
