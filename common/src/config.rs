@@ -665,6 +665,19 @@ fn parse(path: &Path, text: &str) -> Result<RawConfig, ConfigError> {
     })
 }
 
+/// A configured path may not go up with `..`: a check of the path as written (under /dev,
+/// not `/`) would pass `/dev/pts/..` or `/etc/..`, which name something else. The policy
+/// checks what each path resolves to as well.
+fn refuse_parent(p: &Path) -> Result<(), String> {
+    if p.components().any(|c| c == Component::ParentDir) {
+        return Err(format!(
+            "`{}` goes up with `..`; write the path it means",
+            p.display()
+        ));
+    }
+    Ok(())
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
@@ -724,6 +737,7 @@ impl Validator<'_> {
                         ),
                     );
                 }
+                refuse_parent(&p).or_else(|why| self.err(span, format!("`{key}`: {why}")))?;
                 Ok(p)
             })
             .collect()
@@ -869,6 +883,7 @@ fn merge(
         config
             .places
             .record(&p, "devices", path, line_of(text, span.start));
+        refuse_parent(&p).or_else(|why| v.err(span.clone(), format!("`devices`: {why}")))?;
         if !p.is_absolute() || !p.starts_with("/dev") || p == Path::new("/dev") {
             return v.err(
                 span,
@@ -920,6 +935,7 @@ fn merge(
                     format!("`real`: `{}` is not an absolute path", p.display()),
                 );
             }
+            refuse_parent(&p).or_else(|why| v.err(span.clone(), format!("`real`: {why}")))?;
             config
                 .places
                 .record(&p, &real_key, path, line_of(text, span.start));
@@ -1118,6 +1134,24 @@ env_allow = ["AWS_REGION"]
     fn wrong_type_is_an_error() {
         let e = from_str(&p("/c"), "\nmin_abi = \"three\"\n").expect_err("type");
         assert!(e.to_string().starts_with("/c:2: "), "{e}");
+    }
+
+    #[test]
+    fn parent_components_are_refused_for_every_path_key() {
+        for text in [
+            "read_only = [\"/usr/../etc\"]",
+            "writable = [\"/etc/..\"]",
+            "devices = [\"/dev/pts/..\"]",
+            "[unix]\nsockets = [\"/run/../x\"]",
+            "[agents.claude]\nwritable = [\"/srv/../home\"]",
+            "[agents.claude]\nreal = \"/opt/../bin/sh\"",
+            "[drain]\nspool = \"/var/../tmp\"",
+            "[drain]\nworktree_roots = [\"/srv/..\"]",
+        ] {
+            let e = from_str(&p("/c"), text).expect_err(text).to_string();
+            assert!(e.contains("goes up with `..`"), "{text}: {e}");
+            assert!(e.starts_with("/c:"), "{text}: no line: {e}");
+        }
     }
 
     #[test]

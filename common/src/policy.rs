@@ -148,6 +148,18 @@ pub enum PolicyError {
         /// What is wrong, and the fix.
         why: String,
     },
+    /// A configured path resolves to something its key may not grant.
+    #[error("the configured path {} ({at}) resolves to {}: {why}", path.display(), real.display())]
+    ConfiguredReach {
+        /// The path as configured.
+        path: PathBuf,
+        /// Where it was configured (key, file and line).
+        at: String,
+        /// What it resolves to.
+        real: PathBuf,
+        /// Why that is refused, and the fix.
+        why: &'static str,
+    },
     /// A configured path goes through a symlink inside a writable grant.
     #[error("the configured path {} ({at}) goes through a symbolic link (it is {}) where the agent can write ({}), so the agent could point it anywhere before the next launch; name the real path in the configuration, or keep the path out of writable places", path.display(), real.display(), grant.display())]
     ConfiguredLink {
@@ -635,11 +647,32 @@ impl Builder {
         access: Access,
         at: String,
     ) -> Result<(), PolicyError> {
-        self.add(path, access, at.clone())?;
-        if let Some(rule) = self.rules.last() {
-            self.configured
-                .push((path.to_path_buf(), rule.path.clone(), at));
+        // What the path resolves to is what is granted, and what is checked: `..` is refused
+        // when the file is read, and a symbolic link may lead anywhere.
+        let (real, _) = self
+            .resolver
+            .resolve(path)
+            .map_err(|source| PolicyError::Required {
+                path: path.to_path_buf(),
+                reason: at.clone(),
+                source,
+            })?;
+        let refuse = |why| {
+            Err(PolicyError::ConfiguredReach {
+                path: path.to_path_buf(),
+                at: at.clone(),
+                real: real.clone(),
+                why,
+            })
+        };
+        if real == Path::new("/") {
+            return refuse("granting `/` would make the wall meaningless; name the directories the agent needs");
         }
+        if access == Access::Device && (!real.starts_with("/dev") || real == Path::new("/dev")) {
+            return refuse("`devices` grants devices under /dev with their ioctls, nothing else; grant other paths with `writable`");
+        }
+        self.add(path, access, at.clone())?;
+        self.configured.push((path.to_path_buf(), real, at));
         Ok(())
     }
 

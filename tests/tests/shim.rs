@@ -1482,3 +1482,76 @@ fn launches_tolerate_a_listed_directory_that_changes() {
         &failed[..failed.len().min(3)]
     );
 }
+
+/// A configured path is checked as what it names, not as it is written: `..` is refused for
+/// every key, and a path that resolves to `/`, or a device path that resolves outside /dev,
+/// is refused whatever the link on the way (issue 18). Control: the same grants written as
+/// the plain paths they mean are accepted, and `/dev/pts/..` really is /dev.
+#[test]
+fn configured_paths_are_checked_after_resolving() {
+    let sb = Sandbox::new("cfg-dotdot");
+    sb.agent_script("claude", "true");
+    let links = sb.root.join("links");
+    std::fs::create_dir_all(&links).expect("mkdir");
+    std::os::unix::fs::symlink("/", links.join("root")).expect("symlink");
+    std::os::unix::fs::symlink("/etc", links.join("etc")).expect("symlink");
+    assert_eq!(
+        std::fs::canonicalize("/dev/pts/..").expect("canonicalize"),
+        Path::new("/dev"),
+        "premise: /dev/pts/.. is /dev"
+    );
+    let wt = sb.wt();
+    let cases = [
+        (
+            "devices = [\"/dev/pts/..\"]\n".to_string(),
+            "goes up with `..`",
+        ),
+        (
+            "devices = [\"/dev/../srv\"]\n".to_string(),
+            "goes up with `..`",
+        ),
+        (
+            "writable = [\"/etc/..\"]\n".to_string(),
+            "goes up with `..`",
+        ),
+        (
+            "read_only = [\"/usr/../etc\"]\n".to_string(),
+            "goes up with `..`",
+        ),
+        (
+            format!("[agents.claude]\nwritable = [\"{}/..\"]\n", wt.display()),
+            "goes up with `..`",
+        ),
+        (
+            "[unix]\nsockets = [\"/run/../tmp/x\"]\n".to_string(),
+            "goes up with `..`",
+        ),
+        (
+            format!("read_only = [\"{}\"]\n", links.join("root").display()),
+            "resolves to /:",
+        ),
+        // /dev/fd is a link to /proc/self/fd.
+        (
+            "devices = [\"/dev/fd\"]\n".to_string(),
+            "grants devices under /dev",
+        ),
+    ];
+    for (text, why) in cases {
+        let cfg = sb.config(&text);
+        let out = run(sb.shim("claude").env("LANDWALL_CONFIG", &cfg));
+        assert_refused(&sb, &out, EXIT_CONFIG);
+        let err = stderr(&out);
+        assert!(err.contains(why), "{text}: {err}");
+        assert!(
+            err.contains(&format!("{}:", cfg.display())),
+            "{text}: no file: {err}"
+        );
+    }
+    // Control: what the refused entries mean, written plainly, builds a policy.
+    let cfg = sb.config(&format!(
+        "devices = [\"/dev/zero\"]\nread_only = [\"/etc\", \"{}\"]\n",
+        links.join("etc").display()
+    ));
+    let out = run(sb.landwall().args(["policy"]).env("LANDWALL_CONFIG", &cfg));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
