@@ -184,6 +184,7 @@ login 'landwall doctor' >"$WORK/doctor.txt" || { cat "$WORK/doctor.txt" >&2; fai
 grep -q '^config .*/etc/landwall/landwall.toml: valid' "$WORK/doctor.txt" || fail "the conffile is not valid"
 in_root getent passwd landwall >/dev/null || fail "no user landwall"
 expect "spool" "$(in_root stat -c '%U:%G %a' /var/spool/landwall)" "landwall:landwall 750"
+expect "daemon's home" "$(in_root stat -c '%U:%G %a' /var/lib/landwall)" "landwall:landwall 700"
 expect "drain.env" "$(grep -v '^#' "$R/etc/landwall/drain.env" | grep .)" "LANDWALL_DRAIN_SANDBOX=1"
 for f in /usr/share/man/man1/landwall.1.gz /usr/share/man/man8/landwall-drain.8.gz \
     /usr/share/bash-completion/completions/landwall /usr/lib/systemd/system/landwall-drain.service; do
@@ -226,6 +227,8 @@ rpm --root "$R" --initdb
 # Debian's rpm warns that it is not Debian's package manager; that is the point here.
 rpm --root "$R" -i --nodeps "$rpm" 2>&1 | grep -v -e 'use Alien instead' -e 'know what you are doing' || true
 rpm --root "$R" -q landwall >/dev/null || fail "the rpm is not installed"
+# The purge above removed the home; the user stayed, so %post alone makes it again.
+expect "rpm: daemon's home" "$(in_root stat -c '%U:%G %a' /var/lib/landwall)" "landwall:landwall 700"
 expect "rpm: command -v claude" "$(as alice 'command -v claude')" "$SHIMDIR/claude"
 out=$(as alice 'cd ~/proj && claude rpm') || fail "rpm: claude: $out"
 expect "rpm: stand-in ran" "$(sed -n 1p <<<"$out")" "real claude: rpm"

@@ -96,6 +96,29 @@ impl UnixConfig {
     }
 }
 
+/// Which terminals a walled agent may open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Terminals {
+    /// Its own: the terminal it was started on (`/dev/tty`, and the descriptors it
+    /// inherited) and the pseudo-terminals it opens itself, in a private `/dev/pts` made
+    /// for the launch. The user's other terminals are not there to open.
+    #[default]
+    Own,
+    /// Every terminal of the user's (`/dev/pts` as it is): the agent can read what is typed
+    /// into the user's other terminals and write to their screens. Only by explicit setting.
+    All,
+}
+
+impl Terminals {
+    /// The setting's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Terminals::Own => "own",
+            Terminals::All => "all",
+        }
+    }
+}
+
 /// How `$HOME` is granted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HomeMode {
@@ -289,6 +312,8 @@ pub struct Config {
     /// repository objects unchangeable is refused by the kernel (instead of going on with
     /// the objects writable, and saying so).
     pub protect_required: bool,
+    /// Which terminals the agent may open: its own (a private /dev/pts) or every one.
+    pub terminals: Terminals,
     /// Paths denied inside granted directories (added to the built-in ones for root).
     pub deny: Vec<DenyPattern>,
     /// Extra devices granted read-write with ioctls.
@@ -335,6 +360,7 @@ impl Default for Config {
             home: HomeMode::default(),
             deprecated: Vec::new(),
             protect_required: false,
+            terminals: Terminals::Own,
             deny: Vec::new(),
             devices: Vec::new(),
             network: Network::default(),
@@ -588,6 +614,7 @@ struct RawConfig {
     env_allow: Vec<Spanned<String>>,
     home: Option<Spanned<String>>,
     protect_required: Option<bool>,
+    terminals: Option<Spanned<String>>,
     #[serde(default)]
     deny: Vec<Spanned<String>>,
     #[serde(default)]
@@ -833,6 +860,27 @@ fn merge(
         match origin {
             Origin::System => config.protect_required = required,
             Origin::User => config.protect_required |= required,
+        }
+    }
+    if let Some(t) = raw.terminals {
+        let mode = match t.get_ref().as_str() {
+            "own" => Terminals::Own,
+            "all" => Terminals::All,
+            other => {
+                return v.err(
+                    t.span(),
+                    format!("`terminals` must be \"own\" or \"all\", not \"{other}\""),
+                )
+            }
+        };
+        match origin {
+            Origin::System => config.terminals = mode,
+            // The per-user file may only keep the agent to its own terminals.
+            Origin::User => {
+                if mode == Terminals::Own {
+                    config.terminals = mode;
+                }
+            }
         }
     }
     if let Some(home) = raw.home {

@@ -11,6 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::caps::CapsError;
+use crate::config::Terminals;
 use crate::ns::NsError;
 use crate::policy::{Policy, Quarantine};
 use crate::seccomp::{self, SeccompError};
@@ -83,8 +84,13 @@ pub trait Kernel {
     /// Starts the linked worktree's quarantine watcher (outside the wall that follows; it
     /// walls itself in at `min_abi`, the launch's own minimum).
     fn watch(&mut self, quarantine: &Quarantine, min_abi: u32) -> io::Result<()>;
-    /// Enters the private mount namespace in which the quarantine is the object store.
-    fn private_namespace(&mut self, quarantine: &Quarantine) -> Result<(), NsError>;
+    /// Enters the private mount namespace: with a quarantine, it is the object store there;
+    /// with `pts`, `/dev/pts` is a private instance. Returns whether that instance is up.
+    fn private_namespace(
+        &mut self,
+        quarantine: Option<&Quarantine>,
+        pts: bool,
+    ) -> Result<bool, NsError>;
     /// Says, on stderr, what the launch goes on without.
     fn note(&mut self, text: &str);
     /// Applies the Landlock ruleset.
@@ -128,15 +134,37 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
         if let Err(e) = kernel.watch(q, policy.min_abi) {
             return Error::Watcher(e);
         }
-        match kernel.private_namespace(q) {
-            Ok(()) => {}
-            Err(NsError::Refused(e)) if !policy.protect_required => kernel.note(&format!(
-                "no private mount namespace here ({e}), so the objects of {} are writable by the agent this time; set protect_required = true to refuse to launch instead",
-                q.objects.display()
-            )),
+    }
+    let own_pts = policy.terminals == Terminals::Own;
+    let mut private_pts = false;
+    if policy.quarantine.is_some() || own_pts {
+        match kernel.private_namespace(policy.quarantine.as_ref(), own_pts) {
+            Ok(pts) => private_pts = pts,
+            Err(NsError::Refused(e)) => match &policy.quarantine {
+                Some(_) if policy.protect_required => {
+                    return Error::Namespace(NsError::Refused(e))
+                }
+                Some(q) => kernel.note(&format!(
+                    "no private mount namespace here ({e}), so the objects of {} are writable by the agent this time; set protect_required = true to refuse to launch instead",
+                    q.objects.display()
+                )),
+                // Only the private /dev/pts was asked for: without it the agent gets no
+                // pseudo-terminal but its own (below), which `doctor` reports.
+                None => {}
+            },
             Err(e) => return Error::Namespace(e),
         }
     }
+    // Without a private /dev/pts the user's, which holds their other terminals, is not
+    // granted: the agent keeps its own terminal (`/dev/tty`, its descriptors), and opens no
+    // new pseudo-terminal.
+    let narrowed;
+    let policy = if own_pts && !private_pts {
+        narrowed = policy.without_pseudo_terminals();
+        &narrowed
+    } else {
+        policy
+    };
     if let Err(e) = kernel.drop_capabilities() {
         return Error::Caps(e);
     }
@@ -343,8 +371,12 @@ impl Kernel for LiveKernel {
         Ok(())
     }
 
-    fn private_namespace(&mut self, quarantine: &Quarantine) -> Result<(), NsError> {
-        crate::ns::enter(quarantine, nix::unistd::geteuid().is_root())
+    fn private_namespace(
+        &mut self,
+        quarantine: Option<&Quarantine>,
+        pts: bool,
+    ) -> Result<bool, NsError> {
+        crate::ns::enter(quarantine, pts, nix::unistd::geteuid().is_root())
     }
 
     fn note(&mut self, text: &str) {
@@ -457,11 +489,15 @@ mod tests {
             }
             Ok(())
         }
-        fn private_namespace(&mut self, _: &Quarantine) -> Result<(), NsError> {
+        fn private_namespace(
+            &mut self,
+            _: Option<&Quarantine>,
+            pts: bool,
+        ) -> Result<bool, NsError> {
             if self.step("ns") {
                 return Err(NsError::Refused(io::Error::from_raw_os_error(libc::EPERM)));
             }
-            Ok(())
+            Ok(pts)
         }
         fn note(&mut self, _: &str) {
             self.steps.push("note");
@@ -527,6 +563,7 @@ mod tests {
             k.steps,
             [
                 "threads",
+                "ns",
                 "caps",
                 "nnp",
                 "landlock",
@@ -542,16 +579,24 @@ mod tests {
     fn a_failing_step_stops_before_exec() {
         let (policy, exec) = fixture();
         for (fail, expect) in [
-            ("caps", vec!["threads", "caps"]),
-            ("nnp", vec!["threads", "caps", "nnp"]),
-            ("landlock", vec!["threads", "caps", "nnp", "landlock"]),
+            ("caps", vec!["threads", "ns", "caps"]),
+            ("nnp", vec!["threads", "ns", "caps", "nnp"]),
+            ("landlock", vec!["threads", "ns", "caps", "nnp", "landlock"]),
             (
                 "seccomp",
-                vec!["threads", "caps", "nnp", "landlock", "seccomp"],
+                vec!["threads", "ns", "caps", "nnp", "landlock", "seccomp"],
             ),
             (
                 "selfcheck",
-                vec!["threads", "caps", "nnp", "landlock", "seccomp", "selfcheck"],
+                vec![
+                    "threads",
+                    "ns",
+                    "caps",
+                    "nnp",
+                    "landlock",
+                    "seccomp",
+                    "selfcheck",
+                ],
             ),
         ] {
             let mut k = Recorder {
@@ -564,6 +609,42 @@ mod tests {
             assert!(!k.steps.contains(&"exec"));
             assert_eq!(e.exit_code(), crate::exit::WALL, "{fail}: {e}");
         }
+    }
+
+    /// The private /dev/pts (the default `terminals = "own"`) is made before the
+    /// capabilities go; where it is refused, the launch goes on without a note, and without
+    /// /dev/pts and /dev/ptmx in its wall. `terminals = "all"` needs no namespace.
+    #[test]
+    fn the_private_pts_namespace_comes_first_and_a_refusal_only_narrows() {
+        let (mut policy, exec) = fixture();
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: Some("ns"),
+            threads: 1,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert!(matches!(e, Error::Exec { .. }), "{e}");
+        assert!(!k.steps.contains(&"note"), "{:?}", k.steps);
+        let narrowed = policy.without_pseudo_terminals();
+        for p in crate::policy::PSEUDO_TERMINALS {
+            assert!(policy.rules.iter().any(|r| r.path == Path::new(p)), "{p}");
+            assert!(
+                !narrowed.rules.iter().any(|r| r.path == Path::new(p)),
+                "{p}"
+            );
+        }
+        assert!(narrowed
+            .rules
+            .iter()
+            .any(|r| r.path == Path::new("/dev/tty")));
+        policy.terminals = crate::config::Terminals::All;
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+            threads: 1,
+        };
+        wall_and_exec(&mut k, &policy, &exec);
+        assert!(!k.steps.contains(&"ns"), "{:?}", k.steps);
     }
 
     #[test]

@@ -57,6 +57,25 @@ pub enum NsError {
     },
 }
 
+/// For the first mount in the new namespace: inside an enclosing Landlock domain every mount
+/// is refused (EPERM), and the new namespace then shows exactly what the old one did, so that
+/// counts as a refused namespace; any other failure is fatal.
+fn first_mount_refused(step: &'static str) -> impl FnOnce(io::Error) -> NsError {
+    move |e: io::Error| {
+        if e.raw_os_error() == Some(libc::EPERM) {
+            NsError::Refused(io::Error::new(
+                e.kind(),
+                format!("{step}: {e} (mounts are refused here, as inside another wall)"),
+            ))
+        } else {
+            NsError::Failed {
+                step: step.into(),
+                source: e,
+            }
+        }
+    }
+}
+
 fn failed(step: impl Into<String>) -> impl FnOnce(io::Error) -> NsError {
     let step = step.into();
     move |source| NsError::Failed { step, source }
@@ -67,15 +86,23 @@ fn errno(e: nix::errno::Errno) -> io::Error {
 }
 
 /// Steps, in order:
-/// 1. prepare, in the real file system: the quarantine and `landwall-base` as directories
-///    (not links) in the worktree's git dir, and the quarantine's `info/alternates`;
+/// 1. with a quarantine, prepare, in the real file system: the quarantine and
+///    `landwall-base` as directories (not links) in the worktree's git dir, and the
+///    quarantine's `info/alternates`;
 /// 2. a new mount namespace (for a user: in a new user namespace that maps its own uid and
 ///    gid to themselves); as root, propagation to the parent namespace cut (`MS_SLAVE`);
-/// 3. the real object store bound onto `landwall-base`, and that mount made read-only;
-/// 4. the quarantine bound onto `<common>/objects`;
-/// 5. each mount checked by device and inode.
-pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
-    prepare(q).map_err(failed(format!("preparing {}", q.dir.display())))?;
+/// 3. with a quarantine: the real object store bound onto `landwall-base`, and that mount
+///    made read-only; the quarantine bound onto `<common>/objects`; each mount checked by
+///    device and inode;
+/// 4. with `pts`: a private `/dev/pts` ([`private_pts`]).
+///
+/// Returns whether the private `/dev/pts` is up (a mount of it refused where mounts are
+/// refused, inside another wall, is not an error: the launch then grants no pseudo-terminal
+/// but its own).
+pub fn enter(q: Option<&Quarantine>, pts: bool, is_root: bool) -> Result<bool, NsError> {
+    if let Some(q) = q {
+        prepare(q).map_err(failed(format!("preparing {}", q.dir.display())))?;
+    }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let flags = if is_root {
@@ -111,21 +138,6 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
     // Inside an enclosing Landlock domain (a launch from inside a wall, or a walled drain
     // daemon's job) every mount is refused: the new namespace then shows exactly what the
     // old one did, so this counts as refused too.
-    let first_mount_refused = |step: &'static str| {
-        move |e: io::Error| {
-            if e.raw_os_error() == Some(libc::EPERM) {
-                NsError::Refused(io::Error::new(
-                    e.kind(),
-                    format!("{step}: {e} (mounts are refused here, as inside another wall)"),
-                ))
-            } else {
-                NsError::Failed {
-                    step: step.into(),
-                    source: e,
-                }
-            }
-        }
-    };
     if is_root {
         sys::mount(None, c"/", libc::MS_REC | libc::MS_SLAVE)
             .map_err(first_mount_refused("cutting mount propagation"))?;
@@ -139,6 +151,72 @@ pub fn enter(q: &Quarantine, is_root: bool) -> Result<(), NsError> {
             std::fs::write(file, text).map_err(failed(format!("writing {file}")))?;
         }
     }
+    if let Some(q) = q {
+        quarantine(q)?;
+    }
+    if !pts {
+        return Ok(false);
+    }
+    match private_pts() {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(false),
+        Err(e) => Err(NsError::Failed {
+            step: "making a private /dev/pts".into(),
+            source: e,
+        }),
+    }
+}
+
+/// A private `/dev/pts`: a new devpts instance mounted on it, and its `ptmx` bound onto
+/// `/dev/ptmx`. The pseudo-terminals the agent opens come from it; the user's other
+/// terminals, in the instance it hides, cannot be named (the terminal the agent was started
+/// on stays its own, through `/dev/tty` and the descriptors it inherited). Each mount is
+/// checked: `/dev/pts` must then be another file system than before, and `/dev/ptmx` the
+/// new instance's `ptmx`.
+fn private_pts() -> io::Result<()> {
+    let dev = open_real_dir(Path::new("/dev"), OFlag::O_PATH)?;
+    let before = stat(&open_dir(&dev, Path::new("pts"), OFlag::O_PATH)?)?;
+    sys::mount_fs(
+        c"devpts",
+        c"/dev/pts",
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        c"newinstance,ptmxmode=0666,mode=0620",
+    )?;
+    let pts = open_dir(&dev, Path::new("pts"), OFlag::O_PATH)?;
+    let mounted = stat(&pts)?;
+    if mounted.st_dev == before.st_dev {
+        return Err(io::Error::other(
+            "/dev/pts is not a new instance after the mount",
+        ));
+    }
+    let ptmx = openat(
+        &pts,
+        "ptmx",
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    let target = openat(
+        &dev,
+        "ptmx",
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    let want = stat(&ptmx)?;
+    bind(&ptmx, &target)?;
+    let now = openat(
+        &dev,
+        "ptmx",
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    same(&now, &want)
+}
+
+/// Step 3: the quarantine's mounts, in the new namespace.
+fn quarantine(q: &Quarantine) -> Result<(), NsError> {
     // Opened in the new namespace: a mount source from another namespace is refused.
     let git_dir = open_real_dir(&q.git_dir, OFlag::O_RDONLY)
         .map_err(failed(format!("opening {}", q.git_dir.display())))?;
@@ -213,6 +291,22 @@ pub fn probe(is_root: bool) -> io::Result<()> {
     let code = sys::in_child(|| match sys::unshare(flags) {
         Ok(()) => 0,
         Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL).clamp(1, 125),
+    })?;
+    match code {
+        0 => Ok(()),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Whether a launch here gets its private `/dev/pts` (tried in a child, which then exits):
+/// `Ok` or why not. For `doctor`.
+pub fn probe_pts(is_root: bool) -> io::Result<()> {
+    let code = sys::in_child(|| match enter(None, true, is_root) {
+        Ok(true) => 0,
+        Ok(false) => libc::EPERM,
+        Err(NsError::Refused(e)) | Err(NsError::Failed { source: e, .. }) => {
+            e.raw_os_error().unwrap_or(libc::EINVAL).clamp(1, 125)
+        }
     })?;
     match code {
         0 => Ok(()),

@@ -342,5 +342,7 @@ pub fn prepare(
         }
     }
 
+    // The real path the install directory was granted for, not a link to follow again.
+    let program = policy.agent_exe.as_deref().unwrap_or(program);
     Exec::new(program, argv, &env)
 }

@@ -160,6 +160,19 @@ pub enum PolicyError {
         /// Why that is refused, and the fix.
         why: &'static str,
     },
+    /// The real agent is found through a path or link the agent can change, and leads out of
+    /// its writable grants.
+    #[error("the real agent {} is found through {} where the agent can write ({}), and leads to {}: the agent could point it at another program, whose directory would be granted, before the next launch; install the agent where the agent cannot write, or set `real` in [agents.NAME] to its real path", path.display(), link.display(), grant.display(), real.display())]
+    AgentRepointable {
+        /// The path found on PATH (or configured).
+        path: PathBuf,
+        /// The path or link on the way that lies in a writable grant.
+        link: PathBuf,
+        /// That grant.
+        grant: PathBuf,
+        /// Where it leads now.
+        real: PathBuf,
+    },
     /// A configured path goes through a symlink inside a writable grant.
     #[error("the configured path {} ({at}) goes through a symbolic link (it is {}) where the agent can write ({}), so the agent could point it anywhere before the next launch; name the real path in the configuration, or keep the path out of writable places", path.display(), real.display(), grant.display())]
     ConfiguredLink {
@@ -215,6 +228,10 @@ pub struct Policy {
     pub quarantine: Option<Quarantine>,
     /// Whether a refused private mount namespace stops the launch (`protect_required`).
     pub protect_required: bool,
+    /// The real agent's real path, which is exec'd (no link left to follow again).
+    pub agent_exe: Option<PathBuf>,
+    /// Which terminals the agent may open (`terminals`).
+    pub terminals: crate::config::Terminals,
     /// Unix sockets outside the wall.
     pub unix: UnixPolicy,
 }
@@ -431,8 +448,13 @@ const DEVICES: &[&str] = &[
     "/dev/random",
     "/dev/urandom",
 ];
-/// Terminals: read-write with ioctls (window size, raw mode, job control).
+/// Terminals: read-write with ioctls (window size, raw mode, job control). `/dev/tty` is the
+/// agent's own terminal whatever the setting; `/dev/ptmx` and `/dev/pts` are, by default
+/// (`terminals = "own"`), a private instance the launch mounts ([`crate::ns`]), and are
+/// left out of the wall where it cannot ([`Policy::without_pseudo_terminals`]).
 const TERMINALS: &[&str] = &["/dev/tty", "/dev/ptmx", "/dev/pts"];
+/// The paths of the pseudo-terminal multiplexer and its instance.
+pub const PSEUDO_TERMINALS: &[&str] = &["/dev/ptmx", "/dev/pts"];
 /// Denied to root by default: files that only root can read and that no agent needs.
 pub const ROOT_DENY: &[&str] = &[
     "/etc/shadow*",
@@ -1142,7 +1164,16 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         b.add(Path::new(dev), Access::ReadWrite, "device")?;
     }
     for tty in TERMINALS {
-        b.add_if_present(Path::new(tty), Access::Device, "terminal (with ioctls)");
+        let reason = match (PSEUDO_TERMINALS.contains(tty), config.terminals) {
+            (false, _) => "its own terminal (with ioctls)",
+            (true, crate::config::Terminals::Own) => {
+                "its own pseudo-terminals: a private instance, made at launch (with ioctls)"
+            }
+            (true, crate::config::Terminals::All) => {
+                "every terminal of the user's (terminals = \"all\", with ioctls)"
+            }
+        };
+        b.add_if_present(Path::new(tty), Access::Device, reason);
     }
     b.add_if_present(
         Path::new("/dev/shm"),
@@ -1173,7 +1204,12 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     for p in OPTIONAL_READ_ONLY {
         b.add_if_present(Path::new(p), Access::ReadOnly, "system");
     }
+    // The real agent is exec'd by the real path its install directory was granted for
+    // (`agent_exe`), so that a link swapped between the two cannot exec one program with
+    // another's directory granted.
+    let mut agent_exe = None;
     if let Some(real) = real_agent {
+        agent_exe = b.resolver.canonicalize(real).ok();
         for dir in crate::agent::install_dirs(real, &mut b.resolver) {
             b.add(&dir, Access::ReadOnly, "the real agent's install directory")?;
         }
@@ -1255,7 +1291,11 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
                 .map(|(k, rel)| (OsString::from(k), home.join(rel).into_os_string())),
         );
     }
+    if let (Some(real), Some(exe)) = (real_agent, &agent_exe) {
+        refuse_agent_the_agent_can_repoint(real, exe, &rules)?;
+    }
     Ok(Policy {
+        agent_exe,
         agent: agent.to_string(),
         worktree,
         rules,
@@ -1267,8 +1307,84 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         notes,
         quarantine,
         protect_required: config.protect_required,
+        terminals: config.terminals,
         unix,
     })
+}
+
+/// The real agent's path as found, and every symbolic link met while resolving it, must lie
+/// outside the agent's writable grants, unless where it leads does too (the agent's own copy
+/// in a writable place gains it nothing): otherwise the agent could repoint it between
+/// launches at any program, and the launch would grant that program's directory.
+fn refuse_agent_the_agent_can_repoint(
+    real: &Path,
+    exe: &Path,
+    rules: &[Rule],
+) -> Result<(), PolicyError> {
+    let writable = |p: &Path| {
+        rules
+            .iter()
+            .filter(|r| r.access.writes())
+            .find(|r| within(p, &r.path))
+            .map(|r| r.path.clone())
+    };
+    if writable(exe).is_some() {
+        return Ok(());
+    }
+    for link in path_and_links(&lexical_join(Path::new("/"), real)) {
+        if let Some(grant) = writable(&link) {
+            return Err(PolicyError::AgentRepointable {
+                path: real.to_path_buf(),
+                link,
+                grant,
+                real: exe.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `path` and each symbolic link met while resolving it (at most 40), by their own paths.
+fn path_and_links(path: &Path) -> Vec<PathBuf> {
+    let mut out = vec![path.to_path_buf()];
+    let mut pending: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_os_string()),
+            _ => None,
+        })
+        .collect();
+    let mut at = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() && hops < 40 => {
+                hops += 1;
+                out.push(next.clone());
+                let Ok(target) = std::fs::read_link(&next) else {
+                    break;
+                };
+                if target.is_absolute() {
+                    at = PathBuf::from("/");
+                }
+                for c in target.components().rev() {
+                    match c {
+                        std::path::Component::Normal(n) => pending.push(n.to_os_string()),
+                        std::path::Component::ParentDir => pending.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => at = next,
+        }
+    }
+    out
 }
 
 /// The existing paths the deny patterns match, with their real paths. Each directory is
@@ -1407,6 +1523,15 @@ pub struct Decision<'a> {
 }
 
 impl Policy {
+    /// This policy without the pseudo-terminal rules: for a launch whose private `/dev/pts`
+    /// could not be made, where `/dev/pts` is the user's, with their other terminals in it.
+    pub fn without_pseudo_terminals(&self) -> Policy {
+        let mut p = self.clone();
+        p.rules
+            .retain(|r| !PSEUDO_TERMINALS.iter().any(|t| r.path == Path::new(t)));
+        p
+    }
+
     /// Decides `path` the way the kernel will: rights are the union over every rule on the
     /// path or one of its ancestors.
     pub fn decide(&self, path: &Path) -> Decision<'_> {

@@ -17,6 +17,10 @@
 //!   this door on purpose (`[unix] allow_all`).
 //! - **io_uring** (`io_uring_setup`, `_enter`, `_register`: ENOSYS, so runtimes fall back):
 //!   its socket and connect operations never pass through this filter.
+//! - **`clone3`** (ENOSYS, so libc and runtimes fall back to `clone`): its
+//!   `CLONE_INTO_CGROUP` starts the child in any cgroup whose `cgroup.procs` the uid may
+//!   write, a move no path rule sees (a root drain job left its cgroup, and its caps, that
+//!   way). Its arguments are in memory, which the filter cannot read, so all of it goes.
 //! - **Kernel keyrings** (`add_key`, `request_key`, `keyctl`: EPERM): the user's session,
 //!   user and persistent keyrings hold Kerberos caches and stored passwords, readable and
 //!   changeable by any process of the uid.
@@ -87,7 +91,7 @@ pub struct Refuse {
 
 impl fmt::Display for Refuse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "io_uring, keyrings, terminal input, setuid bits")?;
+        write!(f, "io_uring, clone3, keyrings, terminal input, setuid bits")?;
         if self.unix_sockets {
             write!(f, ", Unix sockets")?;
         }
@@ -157,6 +161,7 @@ struct Table {
     socketcall: Option<u32>,
     io_uring: [u32; 3],
     keys: [u32; 3],
+    clone3: u32,
 }
 
 /// A libc syscall number as the filter's 32-bit word (they are small and positive).
@@ -181,6 +186,7 @@ const NATIVE: Table = Table {
         nr(libc::SYS_request_key),
         nr(libc::SYS_keyctl),
     ],
+    clone3: nr(libc::SYS_clone3),
 };
 
 /// The i386 table (`arch/x86/entry/syscalls/syscall_32.tbl`).
@@ -194,6 +200,7 @@ const I386: Table = Table {
     socketcall: Some(102),
     io_uring: [425, 426, 427],
     keys: [286, 287, 288],
+    clone3: 435,
 };
 
 // ---- A small assembler for classic BPF, with labels.
@@ -311,6 +318,7 @@ fn dispatch(p: &mut Vec<Ins>, t: &Table, refuse: Refuse) {
     for n in t.io_uring {
         p.push(Ins::Jeq(n, To::L(Label::Enosys), To::Next));
     }
+    p.push(Ins::Jeq(t.clone3, To::L(Label::Enosys), To::Next));
     for n in t.keys {
         p.push(Ins::Jeq(n, To::L(Label::Eperm), To::Next));
     }
@@ -527,9 +535,11 @@ mod tests {
                 libc::SYS_io_uring_setup,
                 libc::SYS_io_uring_enter,
                 libc::SYS_io_uring_register,
+                libc::SYS_clone3,
             ] {
                 assert_eq!(native(&p, n, [0; 6]), errno(libc::ENOSYS));
             }
+            assert_eq!(native(&p, libc::SYS_clone, [0; 6]), RET_ALLOW, "clone");
             for n in [libc::SYS_add_key, libc::SYS_request_key, libc::SYS_keyctl] {
                 assert_eq!(native(&p, n, [0; 6]), errno(libc::EPERM));
             }
@@ -613,6 +623,7 @@ mod tests {
             errno(libc::EPERM)
         );
         assert_eq!(i386(425, [0; 6]), errno(libc::ENOSYS));
+        assert_eq!(i386(435, [0; 6]), errno(libc::ENOSYS), "clone3");
         assert_eq!(i386(288, [0; 6]), errno(libc::EPERM));
         assert_eq!(i386(3, [0; 6]), RET_ALLOW, "read");
         assert_eq!(i386(15, [0, 0o4755, 0, 0, 0, 0]), errno(libc::EPERM));

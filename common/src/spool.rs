@@ -3,7 +3,8 @@
 //! Layout of a spool directory (default `/var/spool/landwall`):
 //!
 //! ```text
-//! lock                 the daemon's exclusive lock (one daemon per spool); holds its pid
+//! lock                 the pid of the daemon holding the spool's lock (an flock on the
+//!                      spool directory itself: one daemon per spool)
 //! tmp/                 files being written; renamed into place when complete
 //! queue/ID.toml        submitted jobs, waiting; run in name order, which is submit order
 //! running/ID.toml      claimed jobs (atomic rename from queue/), one process group each
@@ -16,7 +17,8 @@
 //! ```
 //!
 //! A job ID is `YYYYMMDDTHHMMSS.NNNNNNNNNZ-PID-RAND` (UTC submit time to the nanosecond, the
-//! submitter's pid, 16 random bits), so names sort in submit order.
+//! submitter's pid, 16 random bits), so names sort in submit order. A hand-made ID may not
+//! end in `.result` ([`valid_job_id`]), so no two jobs share a derived name.
 //!
 //! Invariants, and how they hold across a crash at any point:
 //! - A job file is always in exactly one of queue/, running/, done/, failed/: every move is a
@@ -231,11 +233,18 @@ pub fn new_job_id(now: SystemTime, pid: u32, salt: u16) -> String {
 }
 
 /// Whether `id` can name a job file: ASCII letters, digits, `.`, `_`, `-`; not starting
-/// with `.`; at most 128 characters.
+/// with `.`; not ending in `.result`; at most 128 characters.
+///
+/// Not ending in `.result` keeps every name derived from an ID to that ID alone: the only
+/// two derived names that could be equal are the job file `X.result.toml` of a job
+/// `X.result` and the result file `X.result.toml` of a job `X`, in done/ or failed/. The
+/// others differ in their suffix (`.toml`, `.run`, `.log` in different directories), or,
+/// in tmp/, in their prefix (`submit-` against `.`).
 pub fn valid_job_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID_LEN
         && !id.starts_with('.')
+        && !id.ends_with(".result")
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -1044,10 +1053,12 @@ pub fn list(spool: &Spool) -> Result<Vec<JobInfo>, SpoolError> {
 }
 
 /// The exclusive lock on a spool, held for the daemon's life (released when dropped or
-/// when the process dies, whatever the way).
+/// when the process dies, whatever the way): an `flock(2)` on the spool directory itself,
+/// so that no unlinked or replaced name can release it. The file `lock` only tells the
+/// holder's pid.
 #[derive(Debug)]
 pub struct SpoolLock {
-    _file: File,
+    _dir: File,
 }
 
 /// Why the lock was not taken.
@@ -1061,41 +1072,43 @@ pub enum LockError {
         /// The holder's pid, as it wrote it.
         pid: Option<u32>,
     },
-    /// The lock file could not be opened or locked.
+    /// The spool directory could not be opened or locked, or the pid not written.
     #[error(transparent)]
     Io(#[from] SpoolError),
 }
 
-/// Takes the spool's lock without waiting, and writes this process's pid into it.
+/// Takes the spool's lock without waiting (an exclusive `flock(2)` on the spool directory),
+/// and writes this process's pid into `lock` (atomically, through `tmp/`).
 pub fn lock(spool: &Spool) -> Result<SpoolLock, LockError> {
-    let path = spool.lock_path();
-    let mut file = OpenOptions::new()
+    let root = spool.root();
+    let dir = OpenOptions::new()
         .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(&path)
-        .map_err(io_err("opening", &path))?;
-    match file.try_lock() {
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(root)
+        .map_err(io_err("opening", root))?;
+    match dir.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
             let mut text = String::new();
-            let pid = file
-                .read_to_string(&mut text)
+            let pid = File::open(spool.lock_path())
+                .and_then(|f| f.take(64).read_to_string(&mut text))
                 .ok()
                 .and_then(|_| text.trim().parse().ok());
             return Err(LockError::Held {
-                path: spool.root().to_path_buf(),
+                path: root.to_path_buf(),
                 pid,
             });
         }
-        Err(fs::TryLockError::Error(e)) => return Err(io_err("locking", &path)(e).into()),
+        Err(fs::TryLockError::Error(e)) => return Err(io_err("locking", root)(e).into()),
     }
-    file.set_len(0)
-        .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
-        .map_err(io_err("writing", &path))?;
-    Ok(SpoolLock { _file: file })
+    write_atomic(
+        spool,
+        root,
+        "lock",
+        format!("{}\n", std::process::id()).as_bytes(),
+        false,
+    )?;
+    Ok(SpoolLock { _dir: dir })
 }
 
 #[cfg(test)]
@@ -1167,8 +1180,27 @@ mod tests {
     #[test]
     fn job_names() {
         assert!(valid_job_id("0001-good"));
-        for bad in ["", ".hidden", "a b", "a/b", "ü", &"x".repeat(129)] {
+        for bad in [
+            "",
+            ".hidden",
+            "a b",
+            "a/b",
+            "ü",
+            &"x".repeat(129),
+            "x.result",
+        ] {
             assert!(!valid_job_id(bad), "{bad:?}");
+        }
+        // The spool's other suffixes cannot collide, and a generated ID has a `.` in it.
+        for good in [
+            "x.run",
+            "x.toml",
+            "x.log",
+            "x.result.y",
+            "x-result",
+            "result",
+        ] {
+            assert!(valid_job_id(good), "{good:?}");
         }
     }
 
@@ -1481,12 +1513,14 @@ mod tests {
             ".tmp.toml",
             "notes.txt",
             "bad name.toml",
+            "0001-a.result.toml",
         ] {
             fs::write(spool.queue().join(n), "").expect("write");
         }
         assert_eq!(
             queued(&spool).expect("queue"),
             [
+                QueueEntry::BadName(spool.queue().join("0001-a.result.toml")),
                 QueueEntry::Job("0001-a".into()),
                 QueueEntry::Job("0002-b".into()),
                 QueueEntry::BadName(spool.queue().join("bad name.toml")),
@@ -1518,6 +1552,29 @@ mod tests {
         }
         drop(held);
         lock(&spool).expect("lock after release");
+    }
+
+    #[test]
+    fn the_lock_holds_when_its_file_is_removed_or_replaced() {
+        let s = Scratch::new("lock-unlinked");
+        let spool = s.spool();
+        let held = lock(&spool).expect("first lock");
+        fs::remove_file(spool.lock_path()).expect("rm lock");
+        match lock(&spool) {
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, None, "no file, no pid"),
+            other => panic!("lock after unlink: {other:?}"),
+        }
+        fs::write(spool.lock_path(), "1\n").expect("replace lock");
+        assert!(matches!(
+            lock(&spool),
+            Err(LockError::Held { pid: Some(1), .. })
+        ));
+        drop(held);
+        lock(&spool).expect("lock after release");
+        assert_eq!(
+            fs::read_to_string(spool.lock_path()).expect("read"),
+            format!("{}\n", std::process::id())
+        );
     }
 
     #[test]

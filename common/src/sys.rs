@@ -648,6 +648,28 @@ pub fn mount(
     zero_or_errno(libc::c_long::from(rc))
 }
 
+/// `mount(2)` of a new instance of the file system `fstype` on `target`, with `data`
+/// (the file system's options).
+pub fn mount_fs(
+    fstype: &std::ffi::CStr,
+    target: &std::ffi::CStr,
+    flags: libc::c_ulong,
+    data: &std::ffi::CStr,
+) -> io::Result<()> {
+    // SAFETY: every pointer is a NUL-terminated string borrowed for the call; the source is
+    // the file system's name, which devpts ignores.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    zero_or_errno(libc::c_long::from(rc))
+}
+
 /// `struct mount_attr` from `<linux/mount.h>`.
 #[repr(C)]
 struct MountAttr {

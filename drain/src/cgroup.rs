@@ -5,7 +5,9 @@
 //! service's cgroup: the daemon moves itself into a leaf `daemon/` (a cgroup that enables
 //! controllers for its children may hold no process itself) and makes each job's cgroup
 //! beside it. A daemon in the root cgroup (a container's, a test machine's) makes
-//! `landwall-drain/` for its jobs. Each job's cgroup is `job.<daemon pid>.<job id>`.
+//! `landwall-drain/` for its jobs. Each job's cgroup is `job.<spool>.<daemon pid>.<job id>`,
+//! `<spool>` a hash of the spool's path: daemons of other spools sharing the directory leave
+//! each other's alone.
 //!
 //! What it gives: the job's caps as `memory.max` (swap not on top: `memory.swap.max` 0),
 //! `pids.max` and `cpu.max`, where those controllers are enabled; and `cgroup.kill` (Linux
@@ -40,7 +42,9 @@ pub struct Cgroups {
     pub pids: bool,
     /// See `memory`.
     pub cpu: bool,
-    /// `job.<daemon pid>.`
+    /// `job.<spool>.`: this spool's job cgroups.
+    spool: String,
+    /// `job.<spool>.<daemon pid>.`: this daemon's.
     prefix: String,
 }
 
@@ -55,7 +59,7 @@ pub struct Usage {
 
 /// Finds a cgroup v2 subtree the daemon can make job cgroups in, and enables the
 /// controllers it can; `Err` says why there is none (for the one line at start).
-pub fn detect(daemon_pid: u32) -> Result<Cgroups, String> {
+pub fn detect(daemon_pid: u32, spool: &Path) -> Result<Cgroups, String> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
     let mount = cgroup2_mount(&mountinfo).ok_or("no cgroup v2 file system is mounted")?;
@@ -95,7 +99,8 @@ pub fn detect(daemon_pid: u32) -> Result<Cgroups, String> {
         pids: has("pids"),
         cpu: has("cpu"),
         base,
-        prefix: format!("job.{daemon_pid}."),
+        spool: format!("job.{}.", spool_tag(spool)),
+        prefix: format!("job.{}.{daemon_pid}.", spool_tag(spool)),
     };
     // Prove a job cgroup can be made and removed here, now rather than at the first job.
     let probe = cgroups.base.join(format!("{}probe", cgroups.prefix));
@@ -103,6 +108,16 @@ pub fn detect(daemon_pid: u32) -> Result<Cgroups, String> {
         .and_then(|()| fs::remove_dir(&probe))
         .map_err(|e| format!("making a cgroup in {}: {e}", cgroups.base.display()))?;
     Ok(cgroups)
+}
+
+/// Eight hex digits for the spool's path (FNV-1a): names this spool's job cgroups.
+fn spool_tag(spool: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in spool.as_os_str().as_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{:08x}", h as u32)
 }
 
 /// The mount point of the cgroup2 file system whose root is the hierarchy's root.
@@ -237,8 +252,9 @@ impl Cgroups {
         Ok(())
     }
 
-    /// Kills what is left in a job's cgroups of daemons that are gone (their keepers were
-    /// killed with them), and removes the cgroups.
+    /// Kills what is left in this spool's job cgroups of daemons that are gone (their keepers
+    /// were killed with them) and removes the cgroups; returns how many held processes. A
+    /// cgroup that will not empty at once is left for the next start: start-up does not wait.
     pub fn sweep(&self) -> usize {
         let Ok(entries) = fs::read_dir(&self.base) else {
             return 0;
@@ -246,7 +262,10 @@ impl Cgroups {
         let mut n = 0;
         for e in entries.flatten() {
             let name = e.file_name();
-            let Some(rest) = name.to_str().and_then(|s| s.strip_prefix("job.")) else {
+            let Some(rest) = name
+                .to_str()
+                .and_then(|s| s.strip_prefix(self.spool.as_str()))
+            else {
                 continue;
             };
             let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
@@ -254,9 +273,24 @@ impl Cgroups {
             };
             let alive = fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|c| c.trim() == "landwall-drain");
-            if !alive && e.path().is_dir() {
-                end(&e.path());
+            if alive || !e.path().is_dir() {
+                continue;
+            }
+            let dir = e.path();
+            if populated(&dir) {
+                kill(&dir);
+                kill_listed(&dir);
                 n += 1;
+                let until = Instant::now() + Duration::from_millis(200);
+                while populated(&dir) && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            if let Err(e) = fs::remove_dir(&dir) {
+                log::debug!(
+                    "removing cgroup {}: {e}; left for the next start",
+                    dir.display()
+                );
             }
         }
         n
@@ -300,6 +334,9 @@ pub fn end(dir: &Path) -> Usage {
     kill(dir);
     let deadline = Instant::now() + EMPTY_PATIENCE;
     while populated(dir) {
+        // cgroup.kill passes over a process whose leader has exited while its other threads
+        // run on (seen on Linux 6.18): those are killed one by one.
+        kill_listed(dir);
         if Instant::now() >= deadline {
             log::warn!(
                 "cgroup {} still has processes {EMPTY_PATIENCE:?} after cgroup.kill",
@@ -317,6 +354,32 @@ pub fn end(dir: &Path) -> Usage {
         log::warn!("removing cgroup {}: {e}", dir.display());
     }
     usage
+}
+
+/// SIGKILL to each process `cgroup.procs` lists, through a pidfd opened first and checked
+/// to be still in this cgroup, so that no other process that got a freed number is hit.
+fn kill_listed(dir: &Path) {
+    let Ok(procs) = fs::read_to_string(dir.join("cgroup.procs")) else {
+        return;
+    };
+    let want = dir.to_string_lossy().into_owned();
+    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+        let Ok(fd) = landwall::sys::pidfd_open(pid) else {
+            continue;
+        };
+        let member = fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|c| {
+            c.lines()
+                .filter_map(|l| l.strip_prefix("0::"))
+                .any(|rel| want.ends_with(rel.trim()))
+        });
+        if member {
+            if let Err(e) =
+                landwall::sys::pidfd_send_signal(std::os::fd::AsFd::as_fd(&fd), libc::SIGKILL)
+            {
+                log::debug!("killing {pid} of {}: {e}", dir.display());
+            }
+        }
+    }
 }
 
 /// Whether the cgroup still holds a process (`populated 1` in `cgroup.events`).

@@ -205,6 +205,14 @@ fn load_config(path: &Path) -> Result<Config, ConfigError> {
 
 fn run(args: DaemonArgs) -> Result<(), DrainError> {
     launch::sanitize_fds().map_err(|e| DrainError::Setup(landwall::Error::Fds(e)))?;
+    // SIGXFSZ (a write past RLIMIT_FSIZE) would kill the daemon without a word; handled, the
+    // write fails with EFBIG and is reported as any spool error (74). A handler, unlike
+    // SIG_IGN, is reset to the default by exec, so runners and jobs do not inherit it.
+    signal_hook::flag::register(
+        libc::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    )
+    .map_err(io_err("handling SIGXFSZ"))?;
     let walled = selfwall::flag(std::env::var_os(FLAG).as_deref()).map_err(DrainError::Flag)?;
     let config_path = args
         .config
@@ -253,7 +261,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
 
     // Before the wall: a delegated cgroup's daemon moves itself into a leaf first.
     // Said once the daemon serves (a daemon that refuses to says only why).
-    let cgroups = cgroup::detect(std::process::id());
+    let cgroups = cgroup::detect(std::process::id(), &spool_root);
 
     if walled {
         let config_file = config_path.exists().then_some(config_path.as_path());
@@ -311,7 +319,9 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
             log::info!("{}", c.describe());
             let n = c.sweep();
             if n > 0 {
-                log::warn!("killed and removed {n} job cgroup(s) of daemons that are gone");
+                log::warn!(
+                    "killed what was left in {n} job cgroup(s) of this spool's daemons that are gone"
+                );
             }
             Some(c)
         }
@@ -847,7 +857,7 @@ impl Daemon {
                 spool::QueueEntry::BadName(path) => {
                     if self.warned.insert(path.clone()) {
                         log::warn!(
-                            "ignoring {}: not a job name (job files are named ID.toml, ID of ASCII letters, digits, `.`, `_` and `-`)",
+                            "ignoring {}: not a job name (job files are named ID.toml, ID of ASCII letters, digits, `.`, `_` and `-`, not ending in `.result`)",
                             printable(&path.to_string_lossy())
                         );
                     }

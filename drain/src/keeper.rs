@@ -27,7 +27,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -92,13 +92,16 @@ fn keep_inner(
     job: impl FnOnce() -> i32,
 ) -> Result<Ended, String> {
     sys::set_child_subreaper().map_err(|e| format!("becoming the job's subreaper: {e}"))?;
-    let (out_r, out_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| format!("making the job's output pipe: {e}"))?;
+    let pipe = || {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| format!("making the job's output pipes: {e}"))
+    };
+    let ((out_r, out_w), (err_r, err_w)) = (pipe()?, pipe()?);
     let keeper = nix::unistd::getpid();
-    let child = sys::fork_child(|| job_side(keep, keeper, out_w.as_fd(), job))
+    let child = sys::fork_child(|| job_side(keep, keeper, [out_w.as_fd(), err_w.as_fd()], job))
         .map_err(|e| format!("forking the job: {e}"))?;
     let child = Pid::from_raw(child);
-    drop(out_w);
+    drop((out_w, err_w));
 
     // Threads from here on: the job was forked while this process was single-threaded.
     let done = Arc::new(AtomicBool::new(false));
@@ -113,16 +116,22 @@ fn keep_inner(
         signal(child, Signal::SIGKILL);
     }
     let (copied_tx, copied_rx) = mpsc::channel();
-    {
-        let (log_full, cap) = (log_full.clone(), keep.log_max);
+    let written = Arc::new(AtomicU64::new(0));
+    for (pipe, to) in [(out_r, Stream::Stdout), (err_r, Stream::Stderr)] {
+        let (log_full, written, cap, tx) = (
+            log_full.clone(),
+            written.clone(),
+            keep.log_max,
+            copied_tx.clone(),
+        );
         std::thread::Builder::new()
             .name("output".into())
             .spawn(move || {
-                copy_output(out_r, cap, child, &log_full);
+                copy_output(pipe, to, cap, &written, child, &log_full);
                 // The receiver may have given up waiting: nothing to tell then.
-                let _gone = copied_tx.send(());
+                let _gone = tx.send(());
             })
-            .map_err(|e| format!("starting the output thread: {e}"))?;
+            .map_err(|e| format!("starting the output threads: {e}"))?;
     }
 
     let ended = wait_for(child);
@@ -133,8 +142,13 @@ fn keep_inner(
             "landwall-drain: {left} process(es) of the job were still alive {KILL_PATIENCE:?} after SIGKILL"
         );
     }
-    if copied_rx.recv_timeout(OUTPUT_PATIENCE).is_err() {
-        eprintln!("landwall-drain: the job's output did not end; the rest of it is lost");
+    let until = Instant::now() + OUTPUT_PATIENCE;
+    for _ in 0..2 {
+        let left = until.saturating_duration_since(Instant::now());
+        if copied_rx.recv_timeout(left).is_err() {
+            eprintln!("landwall-drain: the job's output did not end; the rest of it is lost");
+            break;
+        }
     }
     if log_full.load(Ordering::SeqCst) {
         if let Some(cap) = keep.log_max {
@@ -155,7 +169,7 @@ fn keep_inner(
 fn job_side(
     keep: &Keep<'_>,
     keeper: Pid,
-    out: std::os::fd::BorrowedFd<'_>,
+    [out, err]: [std::os::fd::BorrowedFd<'_>; 2],
     job: impl FnOnce() -> i32,
 ) -> i32 {
     let fail = |why: String| {
@@ -184,7 +198,7 @@ fn job_side(
         }
     }
     // dup2 leaves the new descriptors without close-on-exec: the job's stdout and stderr.
-    if let Err(e) = nix::unistd::dup2_stdout(out).and_then(|()| nix::unistd::dup2_stderr(out)) {
+    if let Err(e) = nix::unistd::dup2_stdout(out).and_then(|()| nix::unistd::dup2_stderr(err)) {
         return fail(format!("pointing its output at the keeper: {e}"));
     }
     job()
@@ -229,15 +243,42 @@ fn signal(pid: Pid, sig: Signal) {
     }
 }
 
-/// Copies the job's output into the log (the keeper's stderr, which the daemon points at the
-/// log like its stdout) up to `cap` bytes; past it,
+/// Which of the keeper's own descriptors a pipe of the job's is copied to (the daemon points
+/// both at the job's log).
+#[derive(Clone, Copy)]
+enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Copies one of the job's output pipes to the keeper's descriptor of the same name, while
+/// the job's output in all (`written`, shared by both) stays within `cap` bytes; past it,
 /// writes one line saying so, kills the job's process (the main thread ends the rest) and
 /// reads on to the end, dropping what comes. A log that cannot be written (a full disk)
 /// is not retried: what follows is dropped too, and the job runs on.
-fn copy_output(out: OwnedFd, cap: Option<u64>, child: Pid, log_full: &AtomicBool) {
+fn copy_output(
+    out: OwnedFd,
+    to: Stream,
+    cap: Option<u64>,
+    written: &AtomicU64,
+    child: Pid,
+    log_full: &AtomicBool,
+) {
     let mut pipe = File::from(out);
-    let mut log = io::stderr().lock();
-    let mut written: u64 = 0;
+    // A descriptor of its own for the log, not the stdio lock: held across a blocking read,
+    // the lock would stop every other thread's message (a job that kept the pipe open hung
+    // its keeper that way).
+    let fd = match to {
+        Stream::Stdout => io::stdout().as_fd().try_clone_to_owned(),
+        Stream::Stderr => io::stderr().as_fd().try_clone_to_owned(),
+    };
+    let mut log = match fd {
+        Ok(fd) => File::from(fd),
+        Err(e) => {
+            eprintln!("landwall-drain: the job's log: {e}; its output is dropped");
+            return drain_to_end(&mut pipe);
+        }
+    };
     let mut writable = true;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -253,16 +294,22 @@ fn copy_output(out: OwnedFd, cap: Option<u64>, child: Pid, log_full: &AtomicBool
         if !writable || log_full.load(Ordering::SeqCst) {
             continue;
         }
-        let room = cap.map_or(n as u64, |c| c.saturating_sub(written));
-        let take = usize::try_from(room.min(n as u64)).unwrap_or(n);
-        if let Err(e) = log.write_all(&buf[..take]).and_then(|()| log.flush()) {
+        // Takes its share of what is left under the cap, in one step with the other pipe's.
+        let wanted = n as u64;
+        let before = written
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                Some(w + cap.map_or(wanted, |c| c.saturating_sub(w).min(wanted)))
+            })
+            .unwrap_or(0);
+        let room = cap.map_or(wanted, |c| c.saturating_sub(before));
+        let take = usize::try_from(room.min(wanted)).unwrap_or(n);
+        if let Err(e) = log.write_all(&buf[..take]) {
             writable = false;
             eprintln!(
                 "landwall-drain: writing the job's log: {e}; dropping the rest of its output"
             );
             continue;
         }
-        written += take as u64;
         if take < n {
             log_full.store(true, Ordering::SeqCst);
             if let Some(c) = cap {
@@ -275,6 +322,19 @@ fn copy_output(out: OwnedFd, cap: Option<u64>, child: Pid, log_full: &AtomicBool
                 }
             }
             signal(child, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Reads the pipe to its end, dropping what comes.
+fn drain_to_end(pipe: &mut File) {
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }
@@ -340,8 +400,10 @@ impl Held {
     fn child(parent: Pid, pid: Pid) -> Option<Held> {
         let fd = sys::pidfd_open(pid.as_raw()).ok()?;
         let me = Pid::this().as_raw();
+        // A leader that shows `Z` may still have live threads (it ended its main thread
+        // alone): it is held, stopped and killed like any other.
         crate::procs::stat(pid.as_raw().unsigned_abs())
-            .is_some_and(|s| s.state != 'Z' && (s.ppid == parent.as_raw() || s.ppid == me))
+            .is_some_and(|s| s.ppid == parent.as_raw() || s.ppid == me)
             .then_some(Held { pid, fd })
     }
 
@@ -393,28 +455,33 @@ fn reap_exited() {
     }
 }
 
-/// Waits (a little) until `pid` is stopped, traced, dead or gone.
+/// Waits (a little) until every thread of `pid` is stopped, traced, dead or gone: a leader
+/// that ended its main thread shows `Z` while its other threads still run (and fork).
 fn wait_stopped(pid: Pid) {
     let until = Instant::now() + STOP_PATIENCE;
+    let tasks = format!("/proc/{pid}/task");
     loop {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|t| crate::procs::parse_stat(&t))
-        {
-            None => return,
-            Some(s) if matches!(s.state, 'T' | 't' | 'Z' | 'X') => return,
-            Some(_) => {}
-        }
-        if Instant::now() >= until {
+        let Ok(entries) = std::fs::read_dir(&tasks) else {
+            return;
+        };
+        let running = entries.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|text| crate::procs::parse_stat(&text))
+                .is_some_and(|s| !matches!(s.state, 'T' | 't' | 'Z' | 'X'))
+        });
+        if !running || Instant::now() >= until {
             return;
         }
         std::thread::sleep(Duration::from_micros(100));
     }
 }
 
-/// The live (not zombie) children of `pid`, from `/proc/PID/task/*/children` (every thread:
-/// an orphan is handed to any live thread of its subreaper), or from a scan of `/proc` where
-/// the kernel lacks that file (CONFIG_PROC_CHILDREN).
+/// The children of `pid`, from `/proc/PID/task/*/children` (every thread: an orphan is handed
+/// to any live thread of its subreaper, and a thread's children are listed under it), or from
+/// a scan of `/proc` where the kernel lacks that file (CONFIG_PROC_CHILDREN). Zombies are
+/// kept: one may be a leader whose other threads still run; a true one is reaped by its
+/// parent once that is killed.
 fn children(pid: Pid) -> Vec<Pid> {
     let tasks = format!("/proc/{pid}/task");
     let Ok(entries) = std::fs::read_dir(&tasks) else {
@@ -435,7 +502,6 @@ fn children(pid: Pid) -> Vec<Pid> {
     if !listed {
         out = children_by_scan(pid);
     }
-    out.retain(|p| crate::procs::stat(p.as_raw().unsigned_abs()).is_some_and(|s| s.state != 'Z'));
     out
 }
 

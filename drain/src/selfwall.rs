@@ -213,10 +213,11 @@ mod tests {
         }
         fn private_namespace(
             &mut self,
-            _: &landwall::policy::Quarantine,
-        ) -> Result<(), landwall::ns::NsError> {
+            _: Option<&landwall::policy::Quarantine>,
+            _: bool,
+        ) -> Result<bool, landwall::ns::NsError> {
             self.steps.push("namespace");
-            Ok(())
+            Ok(false)
         }
         fn note(&mut self, _: &str) {
             self.steps.push("note");

@@ -113,7 +113,7 @@ pub fn run(vars: &plan::Vars) -> i32 {
 
     // What the policy for this directory leaves open.
     // Its lines quote names of files and directories in $HOME, escaped one by one.
-    for l in exposure(vars, &policy) {
+    for l in exposure(vars, &policy, me) {
         r.escaped(&l);
     }
     // The doors beside the wall: loopback listeners, Unix sockets, what the filter refuses.
@@ -575,7 +575,7 @@ fn restated(note: &str, home_exposed: bool) -> bool {
 /// What the policy for the cwd leaves open: sensitive files in `$HOME` the agent could
 /// write, credential stores and other repositories it could read, the repository's config
 /// and hooks, the object store's protection. Each line is escaped.
-fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>) -> Vec<String> {
+fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>, me: Option<FileId>) -> Vec<String> {
     let policy = match policy {
         Ok(p) => p,
         Err(line) => return vec![line.clone()],
@@ -604,8 +604,18 @@ fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>) -> Vec<String> {
             SENSITIVE_IN_HOME
                 .iter()
                 .map(|p| home.join(p))
-                .filter(|p| verdict(policy, p).is_some_and(|(a, _)| a.writes()))
-                .map(|p| in_home(home, &p))
+                .filter_map(|p| match writable_in_home(policy, &p) {
+                    Writable::No => None,
+                    Writable::Yes => Some(in_home(home, &p)),
+                    Writable::Replaceable(link) if link == p => {
+                        Some(format!("{} (a link it can replace)", in_home(home, &p)))
+                    }
+                    Writable::Replaceable(link) => Some(format!(
+                        "{} (through {}, a link it can replace)",
+                        in_home(home, &p),
+                        in_home(home, &link)
+                    )),
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -619,11 +629,13 @@ fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>) -> Vec<String> {
             writable.join(", ")
         )
     });
+    out.extend(path_exposure(policy, vars, me));
     let home_exposed = match home {
         Some(home) => home_exposure(policy, home, &mut out),
         None => false,
     };
     git_exposure(policy, &mut out);
+    out.push(terminals_line(policy));
     if let Some(q) = &policy.quarantine {
         let root = landwall::plan::running_as_root();
         out.push(match landwall::ns::probe(root) {
@@ -654,6 +666,237 @@ fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>) -> Vec<String> {
             .map(|n| format!("note        {}", landwall::spool::printable(n))),
     );
     out
+}
+
+/// Whether the agent can change what is at a path: write it (the policy's verdict on what
+/// it resolves to), or replace a symbolic link on the way to it (the path itself or a
+/// directory above it), in a directory it can write, with one of its own.
+#[derive(Debug, PartialEq, Eq)]
+enum Writable {
+    No,
+    Yes,
+    /// Through this link, which the agent can replace.
+    Replaceable(PathBuf),
+}
+
+/// The grant that lets the agent write `path` (what it resolves to), if any.
+fn write_grant(policy: &Policy, path: &Path) -> Option<String> {
+    verdict(policy, path).and_then(|(a, why)| a.writes().then_some(why))
+}
+
+/// The nearest symbolic link at or above `path` that the agent can replace (its directory
+/// is writable to it): the verdict on `path` follows links, so a `~/.bashrc` linked to a
+/// dotfiles checkout outside every grant reads as unwritable though the link can be
+/// swapped for a file of the agent's.
+fn replaceable_link(policy: &Policy, path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .filter(|a| {
+            a.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
+        .find(|link| {
+            link.parent()
+                .is_some_and(|dir| write_grant(policy, dir).is_some())
+        })
+        .map(Path::to_path_buf)
+}
+
+/// Whether the agent can write `path`, or replace a link on the way to it.
+fn writable_in_home(policy: &Policy, path: &Path) -> Writable {
+    if write_grant(policy, path).is_some() {
+        return Writable::Yes;
+    }
+    match replaceable_link(policy, path) {
+        Some(link) => Writable::Replaceable(link),
+        None => Writable::No,
+    }
+}
+
+/// How a path on the way to a shim on PATH lets the agent put a program of its own in the
+/// shim's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum OnPath {
+    /// A PATH directory searched before the shim's.
+    Ahead,
+    /// The PATH directory holding the shim (or its link).
+    ShimDir,
+    /// A link between the PATH entry and the shim's binary.
+    Link,
+    /// The shim's binary itself (or the directory holding it).
+    Binary,
+}
+
+/// One PATH finding: what, how, the grant that allows it, and for which agents.
+struct PathFinding {
+    path: PathBuf,
+    how: OnPath,
+    grant: String,
+    agents: Vec<&'static str>,
+}
+
+/// At most this many links are followed from a PATH entry to the shim's binary.
+const MAX_LINKS: usize = 40;
+
+/// The links from `entry` to the file it names, `entry` first (empty when it is no link),
+/// and that file; `None` when a link cannot be read or the chain is too long.
+fn link_chain(entry: &Path) -> Option<(Vec<PathBuf>, PathBuf)> {
+    let mut links = Vec::new();
+    let mut at = entry.to_path_buf();
+    while at.symlink_metadata().ok()?.file_type().is_symlink() {
+        if links.len() >= MAX_LINKS {
+            return None;
+        }
+        let to = std::fs::read_link(&at).ok()?;
+        let next = match at.parent() {
+            Some(dir) => dir.join(to),
+            None => to,
+        };
+        links.push(std::mem::replace(&mut at, next));
+    }
+    Some((links, std::fs::canonicalize(&at).ok()?))
+}
+
+/// Adds a finding to `found`, or the agent to the one already made for `path` (said once,
+/// as the most direct way to the shim).
+fn note(
+    found: &mut Vec<PathFinding>,
+    path: &Path,
+    how: OnPath,
+    grant: String,
+    agent: &'static str,
+) {
+    match found.iter_mut().find(|f| f.path == path) {
+        Some(f) => {
+            if how > f.how {
+                f.how = how;
+                f.grant = grant;
+            }
+            if !f.agents.contains(&agent) {
+                f.agents.push(agent);
+            }
+        }
+        None => found.push(PathFinding {
+            path: path.to_path_buf(),
+            how,
+            grant,
+            agents: vec![agent],
+        }),
+    }
+}
+
+/// What lets the agent swap the shim for a program of its own, which the next launch would
+/// then run outside the wall: a PATH directory it can write, ahead of the shim or holding it,
+/// a link on the way to the shim's binary in a directory it can write, or the binary itself
+/// (or its directory). For each agent whose name finds the shim first on PATH. One line per
+/// finding, escaped.
+fn path_exposure(policy: &Policy, vars: &plan::Vars, me: Option<FileId>) -> Vec<String> {
+    let (Some(me), Some(path)) = (me, var(vars, "PATH")) else {
+        return Vec::new();
+    };
+    let cwd = std::env::current_dir().ok();
+    let mut found: Vec<PathFinding> = Vec::new();
+    for &agent in KNOWN_AGENTS {
+        let Some(shim) = first_on_path(agent, vars) else {
+            continue;
+        };
+        if FileId::of(&shim).ok() != Some(me) {
+            continue;
+        }
+        // The directories searched up to the shim's. The shell searches a relative entry
+        // (an empty one is `.`) from where `claude` is started: here, the cwd.
+        for dir in std::env::split_paths(path) {
+            let is_shims = dir.is_absolute() && dir.join(agent) == shim;
+            let dir = if dir.is_absolute() {
+                dir
+            } else if let Some(cwd) = &cwd {
+                if dir.as_os_str().is_empty() {
+                    cwd.clone()
+                } else {
+                    cwd.join(dir)
+                }
+            } else {
+                continue;
+            };
+            if let Some(why) = write_grant(policy, &dir) {
+                let how = if is_shims {
+                    OnPath::ShimDir
+                } else {
+                    OnPath::Ahead
+                };
+                note(&mut found, &dir, how, why, agent);
+            }
+            if is_shims {
+                break;
+            }
+        }
+        let Some((links, binary)) = link_chain(&shim) else {
+            continue;
+        };
+        for link in links.iter().skip(1) {
+            if let Some((link, why)) = link
+                .parent()
+                .and_then(|d| write_grant(policy, d).map(|why| (link, why)))
+            {
+                note(&mut found, link, OnPath::Link, why, agent);
+            }
+        }
+        // Replaced in a directory already named, the binary is not named again.
+        let grant = write_grant(policy, &binary).or_else(|| {
+            let dir = binary.parent()?;
+            let named = found.iter().any(|f| f.path == dir);
+            write_grant(policy, dir).filter(|_| !named)
+        });
+        if let Some(why) = grant {
+            note(&mut found, &binary, OnPath::Binary, why, agent);
+        }
+    }
+    found
+        .iter()
+        .map(|f| {
+            let (what, advice) = match f.how {
+                OnPath::Ahead => (
+                    format!("write {} (ahead of the shim on PATH", shown(&f.path)),
+                    "take the directory off PATH, or put the shim's directory ahead of it",
+                ),
+                OnPath::ShimDir if f.grant == "worktree" => (
+                    format!("write {} (the shim's directory on PATH", shown(&f.path)),
+                    "move the shim out of the worktree, to a directory the agent cannot write (`make install` puts it in /usr/lib/landwall/bin)",
+                ),
+                OnPath::ShimDir => (
+                    format!("write {} (the shim's directory on PATH", shown(&f.path)),
+                    "move the shim to a directory the agent cannot write (`make install` puts it in /usr/lib/landwall/bin)",
+                ),
+                OnPath::Link => (
+                    format!("replace {} (a link to the shim", shown(&f.path)),
+                    "move the link to a directory the agent cannot write",
+                ),
+                OnPath::Binary => (
+                    format!("write the shim {} (", shown(&f.path)),
+                    "install landwall where the agent cannot write (`make install`), not from a checkout's target/",
+                ),
+            };
+            let sep = if f.how == OnPath::Binary { "" } else { ", " };
+            format!(
+                "exposure    PATH: the agent can {what}{sep}for {}; grant: {}): a program it puts there runs unwalled at your next launch; {advice}",
+                f.agents.join(", "),
+                landwall::spool::printable(&f.grant)
+            )
+        })
+        .collect()
+}
+
+/// Which terminals the agent can open (`terminals`).
+fn terminals_line(policy: &Policy) -> String {
+    match policy.terminals {
+        config::Terminals::All => "exposure    terminals = \"all\": the agent can open every terminal of yours in /dev/pts: read what is typed there, write to its screen, resize it, stop its output; remove the setting to give it its own only".into(),
+        config::Terminals::Own => match landwall::ns::probe_pts(landwall::plan::running_as_root()) {
+            Ok(()) => "terminals   its own: the one it starts on, and a private /dev/pts made for each launch (new pseudo-terminals work); your other terminals cannot be opened".into(),
+            Err(e) => format!(
+                "terminals   its own only, and NO new pseudo-terminal: a private /dev/pts cannot be made here ({}), so /dev/pts and /dev/ptmx are left out of the wall (programs that open a pty fail); your other terminals cannot be opened",
+                landwall::spool::printable(&e.to_string())
+            ),
+        },
+    }
 }
 
 /// Files with an object's name left in a quarantine's fan-out directories.
@@ -1216,6 +1459,28 @@ mod tests {
         let _ignored = std::fs::remove_dir_all(&s);
         std::fs::create_dir_all(&s).expect("mkdir");
         std::fs::canonicalize(&s).expect("canonicalize")
+    }
+
+    /// The links from a PATH entry to the shim's binary, relative ones resolved from their
+    /// own directory; a loop is no chain.
+    #[test]
+    fn links_are_followed_to_the_binary() {
+        use std::os::unix::fs::symlink;
+        let s = scratch("chain");
+        mkdirs(&s, &["bin", "links", "lw"]);
+        std::fs::write(s.join("lw/landwall"), "").expect("write");
+        symlink("../lw/landwall", s.join("links/claude")).expect("link");
+        symlink(s.join("links/claude"), s.join("bin/claude")).expect("link");
+        let (links, binary) = link_chain(&s.join("bin/claude")).expect("chain");
+        assert_eq!(links, vec![s.join("bin/claude"), s.join("links/claude")]);
+        assert_eq!(binary, s.join("lw/landwall"));
+        let (links, binary) = link_chain(&s.join("lw/landwall")).expect("no link");
+        assert!(links.is_empty());
+        assert_eq!(binary, s.join("lw/landwall"));
+        symlink("b", s.join("bin/a")).expect("link");
+        symlink("a", s.join("bin/b")).expect("link");
+        assert!(link_chain(&s.join("bin/a")).is_none());
+        std::fs::remove_dir_all(&s).expect("cleanup");
     }
 
     fn mkdirs(root: &Path, dirs: &[&str]) {

@@ -1102,6 +1102,71 @@ fn escape_tiocsti_without_a_terminal() {
     assert!(control.starts_with("ESCAPED "), "control: {control}");
 }
 
+/// The user's other terminals (issue 18): a pty outside the wall with input typed into it
+/// and a program "busy" on it (the test holds its master). By default the agent's
+/// `/dev/pts` is a private instance made for the launch, so the other terminal is not there
+/// to open; with `terminals = "all"` it is, as without the wall (the controls).
+fn other_terminal(who: Who) {
+    use std::os::fd::AsRawFd;
+    let scene = Scene::new("esc-other-tty", who);
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd()))
+        .expect("the slave's path");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        std::os::unix::fs::fchown(&pty.slave, Some(uid), Some(gid)).expect("chown the pty");
+    }
+    let mut master = std::fs::File::from(pty.master);
+    std::io::Write::write_all(&mut master, b"hunter2-typed-by-user\n").expect("type");
+    let attempt = scene.attempt("other-tty", &[slave.as_os_str()]);
+    let out = output(&mut scene.walled(&attempt));
+    assert_blocked("walled (another terminal)", &out, None);
+    // The explicit setting reaches them, like the control without the wall.
+    let cfg = scene.sb.config("terminals = \"all\"\n");
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &cfg));
+    let v = assert_escaped("walled with terminals = \"all\"", &out);
+    assert!(v.contains("hunter2-typed-by-user"), "{v}");
+    let out = output(&mut scene.control(&attempt));
+    assert_escaped("control (another terminal)", &out);
+}
+
+root_and_user!(escape_other_terminals, escape_other_terminals_unprivileged => other_terminal);
+
+/// Where the private /dev/pts cannot be made (here a launch from inside another wall, which
+/// may not mount; a kernel or security module that refuses namespaces is the same), the
+/// launch leaves `/dev/pts` and `/dev/ptmx` out of its wall rather than grant the user's:
+/// the outer launch (`terminals = "all"`) sees the other terminal, the inner one may not
+/// open it.
+fn other_terminal_without_a_namespace(who: Who) {
+    use std::os::fd::AsRawFd;
+    let scene = Scene::new("esc-other-tty-nested", who);
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd()))
+        .expect("the slave's path");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        std::os::unix::fs::fchown(&pty.slave, Some(uid), Some(gid)).expect("chown the pty");
+    }
+    let inner = scene.sb.agents().join("nested");
+    std::fs::create_dir_all(&inner).expect("mkdir");
+    install(
+        &landwall_e2e::landwall(),
+        &inner.join("claude"),
+        &["-m", "0755"],
+    );
+    let cfg = scene.sb.config("terminals = \"all\"\n");
+    let attempt = scene.attempt("other-tty", &[slave.as_os_str()]);
+    // Control: the outer launch alone reaches it.
+    let out = output(scene.walled(&attempt).env("LANDWALL_CONFIG", &cfg));
+    assert_escaped("outer launch, terminals = \"all\"", &out);
+    let mut nested = vec![os(inner.join("claude"))];
+    nested.extend(attempt);
+    let out = output(scene.walled(&nested).env("LANDWALL_CONFIG", &cfg));
+    assert_blocked("inner launch, no private /dev/pts", &out, Some("EACCES"));
+    drop(pty.master);
+}
+root_and_user!(escape_other_terminals_without_a_namespace, escape_other_terminals_without_a_namespace_unprivileged => other_terminal_without_a_namespace);
+
 /// TIOCLINUX is only answered by a virtual console: the agent gets one as its controlling
 /// terminal (root only: virtual consoles belong to root). Each test uses its own console.
 fn tioclinux(high: bool, vt: &str) {

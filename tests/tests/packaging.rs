@@ -377,7 +377,15 @@ fn service_files_agree_with_the_daemon() {
     assert_eq!(setting("User"), ["landwall"]);
     assert_eq!(setting("ExecStart"), ["/usr/bin/landwall-drain"]);
     assert_eq!(setting("EnvironmentFile"), ["-/etc/landwall/drain.env"]);
-    assert_eq!(setting("ReadWritePaths"), ["/var/spool/landwall"]);
+    // The spool, and the service's own delegated cgroup, where each job gets its cgroup.
+    assert_eq!(
+        setting("ReadWritePaths"),
+        [
+            "/var/spool/landwall",
+            "-/sys/fs/cgroup/system.slice/landwall-drain.service"
+        ]
+    );
+    assert_eq!(setting("Delegate"), ["yes"]);
     assert_eq!(setting("KillMode"), ["mixed"]);
     for (key, value) in [
         ("NoNewPrivileges", "yes"),

@@ -1555,3 +1555,42 @@ fn configured_paths_are_checked_after_resolving() {
     let out = run(sb.landwall().args(["policy"]).env("LANDWALL_CONFIG", &cfg));
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// The real agent found through a path or link the agent can change (a directory of its
+/// worktree first on PATH, here) and leading out of its writable grants: the agent could
+/// repoint the link at any program between launches, and the launch would grant that
+/// program's directory (found by review: a link swapped between the policy and the exec read
+/// another project's files). Refused (78). Controls: the same link pointing into the
+/// worktree runs, and the shim execs the real path its grant was made for.
+#[test]
+fn a_real_agent_the_agent_can_repoint_is_refused() {
+    let sb = Sandbox::new("repoint");
+    let tool = sb.outside().join("tool");
+    std::fs::write(&tool, "#!/bin/sh\necho ran > \"$PWD/marker\"\n").expect("write tool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let bin = sb.wt().join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    std::os::unix::fs::symlink(&tool, bin.join("claude-real")).expect("symlink");
+    let path = format!(
+        "{}:{}:{}",
+        sb.shims().display(),
+        bin.display(),
+        landwall_e2e::SYSTEM_PATH
+    );
+    let out = run(sb.shim("claude").env("PATH", &path));
+    assert_refused(&sb, &out, EXIT_CONFIG);
+    assert!(
+        stderr(&out).contains("could point it at another program"),
+        "{}",
+        stderr(&out)
+    );
+    // Control: the link leads into the worktree, where the agent could write anyway.
+    let own = sb.wt().join("own-agent");
+    std::fs::copy(&tool, &own).expect("copy");
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::remove_file(bin.join("claude-real")).expect("rm link");
+    std::os::unix::fs::symlink(&own, bin.join("claude-real")).expect("symlink");
+    let out = run(sb.shim("claude").env("PATH", &path));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(sb.ran_in(&sb.wt()));
+}

@@ -22,7 +22,10 @@
 //! - `abstract NAME`: connect to the abstract unix socket `@NAME`;
 //! - `tiocsti [--high|--i386]`, `tioclinux [--high]`: on stdin, the plain ioctl number, with
 //!   bit 32 set (CVE-2019-10063), or through the i386 system call entry (`int 0x80`);
-//!   `tty-ioctls`: the ordinary terminal ioctls and devices;
+//!   `tty-ioctls`: the ordinary terminal ioctls and devices; `other-tty PATH`: another
+//!   terminal by its path (read what was typed, write to its screen, stop its output);
+//! - `zombie-leader MARKER`: end the main thread while another runs on and starts a child;
+//!   `cgroup-leave DIR`: start a child in the cgroup DIR with `clone3(CLONE_INTO_CGROUP)`;
 //! - `mount DIR`, `userns-mount DIR`, `chroot-walk JAIL PATH`;
 //! - `run PROG ARGS…`: exec PROG (a setuid or file-capability program) as a child and pass
 //!   on its verdict; a refused exec is BLOCKED;
@@ -79,6 +82,60 @@ mod raw {
         } else {
             cmd
         }
+    }
+
+    /// Ends the calling thread alone (`exit`, not `exit_group`): called from the main
+    /// thread, the process shows as a zombie while its other threads run on.
+    pub fn exit_thread() -> ! {
+        // SAFETY: SYS_exit takes a status and never returns to this thread.
+        unsafe {
+            libc::syscall(libc::SYS_exit, 0);
+        }
+        unreachable!("SYS_exit returned")
+    }
+
+    /// `clone3` with CLONE_INTO_CGROUP into the cgroup `dir` (a directory descriptor), as a
+    /// fork: returns the child's pid in the parent, 0 in the child.
+    pub fn clone_into_cgroup(dir: BorrowedFd<'_>) -> io::Result<libc::pid_t> {
+        #[repr(C)]
+        struct CloneArgs {
+            flags: u64,
+            pidfd: u64,
+            child_tid: u64,
+            parent_tid: u64,
+            exit_signal: u64,
+            stack: u64,
+            stack_size: u64,
+            tls: u64,
+            set_tid: u64,
+            set_tid_size: u64,
+            cgroup: u64,
+        }
+        const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+        let args = CloneArgs {
+            flags: CLONE_INTO_CGROUP,
+            pidfd: 0,
+            child_tid: 0,
+            parent_tid: 0,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: 0,
+            stack_size: 0,
+            tls: 0,
+            set_tid: 0,
+            set_tid_size: 0,
+            cgroup: dir.as_raw_fd() as u64,
+        };
+        // SAFETY: clone3 reads one `clone_args` of the size given, borrowed for the call;
+        // without a stack it forks, and the child returns here with 0 (this binary is
+        // single-threaded at that point).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        };
+        check(r).map(|p| p as libc::pid_t)
     }
 
     fn check(r: libc::c_long) -> io::Result<libc::c_long> {
@@ -946,6 +1003,81 @@ fn tty_ioctls() -> Verdict {
     }
 }
 
+/// Another terminal of the user's, named by its path (a pty outside the wall, with a
+/// program busy on it): open it, then read what was typed into it, write a fake prompt to
+/// its screen, and stop and restart its output. ESCAPED says what worked.
+fn other_tty(path: &Path) -> Verdict {
+    let term = match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(t) => t,
+        Err(e) => return blocked(format!("open {}", show(path)), &e),
+    };
+    let mut done = vec![format!("opened {}", show(path))];
+    let mut buf = [0u8; 256];
+    if let Ok(n) = (&term).read(&mut buf) {
+        done.push(format!(
+            "read {:?}",
+            String::from_utf8_lossy(&buf[..n]).trim_end()
+        ));
+    }
+    if (&term).write_all(b"\r\nPassword: ").is_ok() {
+        done.push("wrote a fake prompt".into());
+    }
+    if nix::sys::termios::tcflow(term.as_fd(), nix::sys::termios::FlowArg::TCOOFF).is_ok()
+        && nix::sys::termios::tcflow(term.as_fd(), nix::sys::termios::FlowArg::TCOON).is_ok()
+    {
+        done.push("stopped and restarted its output".into());
+    }
+    Escaped(done.join(", "))
+}
+
+/// A process whose main thread has exited while another thread runs on and starts a child
+/// (`sh` looping, `MARKER-child` in its command line): its leader shows as a zombie (`Z`),
+/// which a kill walk that passes over zombies misses. Never returns a verdict: run it in the
+/// background, with MARKER in its own arguments.
+fn zombie_leader(marker: &OsStr) -> Verdict {
+    let mut child = OsString::from(marker);
+    child.push("-child");
+    let spawned = std::thread::Builder::new().spawn(move || {
+        let _child = Command::new("sh")
+            .args(["-c", "while :; do sleep 1; done"])
+            .arg(&child)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    });
+    if let Err(e) = spawned {
+        return blocked("a thread", &e);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    raw::exit_thread()
+}
+
+/// `clone3(CLONE_INTO_CGROUP)` into the cgroup `dir`: a child started in another cgroup
+/// than its parent's (out from under the job's caps and its cgroup.kill).
+fn cgroup_leave(dir: &Path) -> Verdict {
+    let d = match std::fs::File::open(dir) {
+        Ok(d) => d,
+        Err(e) => return blocked(format!("open {}", show(dir)), &e),
+    };
+    match raw::clone_into_cgroup(d.as_fd()) {
+        Err(e) => blocked("clone3(CLONE_INTO_CGROUP)", &e),
+        Ok(0) => exit(0),
+        Ok(child) => {
+            let _waited = nix::sys::wait::waitpid(Pid::from_raw(child), None);
+            Escaped(format!("a child started in {}", show(dir)))
+        }
+    }
+}
+
 // ---- Mounts and roots.
 
 fn mount_tmpfs(dir: &Path) -> Result<(), Errno> {
@@ -1555,6 +1687,9 @@ fn main() {
         "mptcp" => mptcp_connect(sockaddr(arg(rest, 0, "HOST:PORT"))),
         "tiocsti" => tiocsti(Encoding::from_args(rest)),
         "tiocsti-elsewhere" => tiocsti_elsewhere(&p(0, "terminal path")),
+        "other-tty" => other_tty(&p(0, "terminal path")),
+        "zombie-leader" => zombie_leader(arg(rest, 0, "MARKER")),
+        "cgroup-leave" => cgroup_leave(&p(0, "DIR")),
         "tioclinux" => tioclinux(Encoding::from_args(rest)),
         "tty-ioctls" => tty_ioctls(),
         "mount" => mount(&p(0, "DIR")),
