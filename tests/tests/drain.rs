@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use landwall_e2e::{bin_dir, helper, run, stderr, stdout, Sandbox};
 
+const EXIT_SPOOL: i32 = 74;
 const EXIT_LOCKED: i32 = 75;
 const EXIT_CONFIG: i32 = 78;
 const EXIT_WALL: i32 = 100;
@@ -2065,4 +2066,151 @@ fn a_job_whose_leader_is_a_zombie_with_live_threads_is_ended_too() {
             );
         }
     }
+}
+
+// ---- The spool's own names (issue 18): a job ID that would share a file with another
+// job, a lock file removed under a running daemon, a file-size limit of zero, and the signal
+// disposition jobs inherit.
+
+#[test]
+fn an_id_ending_in_result_is_not_a_job_and_no_result_is_overwritten() {
+    let d = Drain::new("drain-ids-result");
+    let wt = d.wt("w");
+    fs::create_dir_all(d.dir("queue")).expect("mkdir");
+    let job = |word: &str| format!("worktree = {wt:?}\nargv = [\"echo\", \"{word}\"]\n");
+    // `x.result.toml` would be job `x.result`, whose job file in done/ is `x.result.toml`:
+    // the result file of job `x`. Control: `x.run` (the suffix of a run record) and any
+    // other dotted ID are jobs.
+    for (name, word) in [("x", "x"), ("x.result", "x.result"), ("x.run", "x.run")] {
+        fs::write(d.dir("queue").join(format!("{name}.toml")), job(word)).expect("queue");
+    }
+    let out = d.once();
+    let err = stderr(&out);
+    assert!(
+        err.lines().any(|l| l.contains("x.result.toml")
+            && l.contains("not a job name")
+            && l.contains("`.result`")),
+        "{err}"
+    );
+    assert_eq!(d.names("queue"), ["x.result.toml"], "left alone");
+    assert_eq!(
+        d.names("done"),
+        ["x.result.toml", "x.run.result.toml", "x.run.toml", "x.toml"]
+    );
+    for id in ["x", "x.run"] {
+        let (state, r) = d.result(id).expect("a result");
+        assert_eq!(
+            (state.as_str(), r.get("id").map(String::as_str)),
+            ("done", Some(id))
+        );
+        assert_eq!(d.log_of(id), format!("{id}\n"));
+    }
+    assert!(!d.spool().join("logs").join("x.result.log").exists());
+}
+
+#[test]
+fn removing_the_lock_file_does_not_let_a_second_daemon_in() {
+    let d = Drain::new("drain-ids-lock");
+    let wt = d.wt("w");
+    let mut first = d.start("first", &[], &[]);
+    wait_for("the daemon to serve", || first.log().contains("serving"));
+    let id = d.submit_sh(&wt, "touch started; sleep 2; echo finished");
+    wait_for("the job to start", || wt.join("started").exists());
+
+    // Control: with the file in place a second daemon is refused, naming the first.
+    let out = run(d.drain().arg("--once"));
+    assert_eq!(out.status.code(), Some(EXIT_LOCKED), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("pid {}", first.pid())),
+        "{}",
+        stderr(&out)
+    );
+
+    // Without it, it is refused all the same (no pid to name), and touches nothing.
+    fs::remove_file(d.spool().join("lock")).expect("rm lock");
+    let out = run(d.drain().arg("--once"));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(EXIT_LOCKED), "{err}");
+    assert!(err.contains("already serves"), "{err}");
+    assert!(
+        matches!(first.child.try_wait(), Ok(None)),
+        "the first daemon died:\n{}",
+        first.log()
+    );
+    assert!(
+        d.names("running").contains(&format!("{id}.toml")),
+        "the job left running/:\n{}",
+        first.log()
+    );
+
+    // The first one's job runs to its end and is recorded once.
+    wait_for("the job to finish", || d.result(&id).is_some());
+    let (state, _) = d.result(&id).expect("result");
+    assert_eq!(state, "done", "{}", first.log());
+    assert_eq!(d.log_of(&id), "finished\n");
+    first.signal("TERM");
+    assert_eq!(first.wait().code(), Some(0), "{}", first.log());
+}
+
+/// `landwall-drain --once` under `ulimit -f LIMIT`, stderr on a pipe (no file-size limit
+/// applies to it).
+fn once_with_fsize(d: &Drain, limit: &str) -> std::process::Output {
+    let mut c = Command::new("sh");
+    d.sb.clean_env(&mut c);
+    c.arg("-c")
+        .arg(format!("ulimit -f {limit} && exec \"$0\" \"$@\" --once"))
+        .arg(bin_dir().join("landwall-drain"))
+        .arg("--spool")
+        .arg(d.spool())
+        .arg("--config")
+        .arg(d.config_path())
+        .current_dir(&d.sb.root);
+    run(&mut c)
+}
+
+#[test]
+fn a_file_size_limit_of_zero_is_a_spool_error_not_a_silent_death() {
+    let d = Drain::new("drain-ids-fsize");
+    let out = once_with_fsize(&d, "0");
+    let err = stderr(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&out.status)
+        ),
+        (Some(EXIT_SPOOL), None),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("File too large"), "{err}");
+    // Control: the same daemon without the limit.
+    let out = once_with_fsize(&d, "unlimited");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// The signal numbers set in a `SigIgn:` or `SigCgt:` line of /proc/PID/status.
+fn signals(status: &str, key: &str) -> Vec<u32> {
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|m| u64::from_str_radix(m.trim(), 16).expect("hex mask"))
+        .unwrap_or_else(|| panic!("no {key} in\n{status}"));
+    (1..=64).filter(|s| mask & (1u64 << (s - 1)) != 0).collect()
+}
+
+#[test]
+fn jobs_get_the_default_action_of_sigxfsz() {
+    let d = Drain::new("drain-ids-xfsz");
+    let wt = d.wt("w");
+    let id = d.submit_sh(&wt, "cat /proc/self/status");
+    d.once();
+    let log = d.log_of(&id);
+    let xfsz = libc::SIGXFSZ as u32;
+    assert!(!signals(&log, "SigIgn:").contains(&xfsz), "{log}");
+    assert!(!signals(&log, "SigCgt:").contains(&xfsz), "{log}");
+    // Control: SIGPIPE, which Rust ignores at start, is not ignored in the job either.
+    assert!(
+        !signals(&log, "SigIgn:").contains(&(libc::SIGPIPE as u32)),
+        "{log}"
+    );
 }
