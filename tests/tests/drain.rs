@@ -485,22 +485,29 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Queues a job that leaves a background process (its pid in `bg.pid`) the first time it
+/// runs and says "second run" the next, starts a daemon and waits for the process: (job ID,
+/// the daemon, the background pid).
+fn start_a_job_with_a_background_process(d: &Drain, wt: &Path) -> (String, Daemon, u32) {
+    let id = d.submit_sh(
+        wt,
+        "if [ -e again ]; then echo second run; exit 0; fi; touch again; \
+         sleep 300 & echo $! > bg.pid; wait",
+    );
+    let daemon = d.start("first", &[], &[]);
+    wait_for("the background process", || {
+        fs::read_to_string(wt.join("bg.pid")).is_ok_and(|s| s.ends_with('\n'))
+    });
+    (id, daemon, read_pid(&wt.join("bg.pid")))
+}
+
 #[test]
 fn a_killed_daemon_takes_its_jobs_with_it_and_they_run_again() {
     // kill -9 of the daemon: each job's keeper (its parent-death signal) ends all of the job,
     // its background process too, and the next daemon runs it again.
     let d = Drain::new("drain-killed");
     let wt = d.wt("w");
-    let id = d.submit_sh(
-        &wt,
-        "if [ -e again ]; then echo second run; exit 0; fi; touch again; \
-         sleep 300 & echo $! > bg.pid; wait",
-    );
-    let mut daemon = d.start("first", &[], &[]);
-    wait_for("the background process", || {
-        fs::read_to_string(wt.join("bg.pid")).is_ok_and(|s| s.ends_with('\n'))
-    });
-    let bg = read_pid(&wt.join("bg.pid"));
+    let (id, mut daemon, bg) = start_a_job_with_a_background_process(&d, &wt);
     daemon.kill9();
     wait_for(
         "the job's background process to die with the daemon",
@@ -519,16 +526,7 @@ fn leftovers_of_a_killed_daemon_die_before_the_job_runs_again() {
     // cgroup, or its process group) before it queues it again.
     let d = Drain::new("drain-leftover");
     let wt = d.wt("w");
-    let id = d.submit_sh(
-        &wt,
-        "if [ -e again ]; then echo second run; exit 0; fi; touch again; \
-         sleep 300 & echo $! > bg.pid; wait",
-    );
-    let mut daemon = d.start("first", &[], &[]);
-    wait_for("the background process", || {
-        fs::read_to_string(wt.join("bg.pid")).is_ok_and(|s| s.ends_with('\n'))
-    });
-    let bg = read_pid(&wt.join("bg.pid"));
+    let (id, mut daemon, bg) = start_a_job_with_a_background_process(&d, &wt);
     let keepers = children_of(daemon.pid());
     assert_eq!(keepers.len(), 1, "one keeper: {keepers:?}");
     let st = Command::new("kill")

@@ -1102,13 +1102,10 @@ fn escape_tiocsti_without_a_terminal() {
     assert!(control.starts_with("ESCAPED "), "control: {control}");
 }
 
-/// The user's other terminals (issue 18): a pty outside the wall with input typed into it
-/// and a program "busy" on it (the test holds its master). By default the agent's
-/// `/dev/pts` is a private instance made for the launch, so the other terminal is not there
-/// to open; with `terminals = "all"` it is, as without the wall (the controls).
-fn other_terminal(who: Who) {
+/// A pty outside the wall, standing for another terminal of the user's (the test user's for
+/// `Who::User`): the pair, and the slave's path.
+fn outside_terminal(who: Who) -> (nix::pty::OpenptyResult, PathBuf) {
     use std::os::fd::AsRawFd;
-    let scene = Scene::new("esc-other-tty", who);
     let pty = nix::pty::openpty(None, None).expect("openpty");
     let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd()))
         .expect("the slave's path");
@@ -1116,6 +1113,16 @@ fn other_terminal(who: Who) {
         let (uid, gid) = test_user();
         std::os::unix::fs::fchown(&pty.slave, Some(uid), Some(gid)).expect("chown the pty");
     }
+    (pty, slave)
+}
+
+/// The user's other terminals (issue 18): a pty outside the wall with input typed into it
+/// and a program "busy" on it (the test holds its master). By default the agent's
+/// `/dev/pts` is a private instance made for the launch, so the other terminal is not there
+/// to open; with `terminals = "all"` it is, as without the wall (the controls).
+fn other_terminal(who: Who) {
+    let scene = Scene::new("esc-other-tty", who);
+    let (pty, slave) = outside_terminal(who);
     let mut master = std::fs::File::from(pty.master);
     std::io::Write::write_all(&mut master, b"hunter2-typed-by-user\n").expect("type");
     let attempt = scene.attempt("other-tty", &[slave.as_os_str()]);
@@ -1138,15 +1145,8 @@ root_and_user!(escape_other_terminals, escape_other_terminals_unprivileged => ot
 /// the outer launch (`terminals = "all"`) sees the other terminal, the inner one may not
 /// open it.
 fn other_terminal_without_a_namespace(who: Who) {
-    use std::os::fd::AsRawFd;
     let scene = Scene::new("esc-other-tty-nested", who);
-    let pty = nix::pty::openpty(None, None).expect("openpty");
-    let slave = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd()))
-        .expect("the slave's path");
-    if who == Who::User {
-        let (uid, gid) = test_user();
-        std::os::unix::fs::fchown(&pty.slave, Some(uid), Some(gid)).expect("chown the pty");
-    }
+    let (pty, slave) = outside_terminal(who);
     let inner = scene.sb.agents().join("nested");
     std::fs::create_dir_all(&inner).expect("mkdir");
     install(
