@@ -139,8 +139,19 @@ pub fn enter(q: Option<&Quarantine>, pts: bool, is_root: bool) -> Result<bool, N
     // daemon's job) every mount is refused: the new namespace then shows exactly what the
     // old one did, so this counts as refused too.
     if is_root {
-        sys::mount(None, c"/", libc::MS_REC | libc::MS_SLAVE)
-            .map_err(first_mount_refused("cutting mount propagation"))?;
+        sys::mount(None, c"/", libc::MS_REC | libc::MS_SLAVE).map_err(|e| {
+            match e.raw_os_error() {
+                // `/` is not a mount point (a chroot): propagation cannot be cut, so nothing
+                // may be mounted; as refused as a namespace the kernel will not make.
+                Some(libc::EINVAL) => NsError::Refused(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cutting mount propagation: {e} (`/` is not a mount point, as in a chroot)"
+                    ),
+                )),
+                _ => first_mount_refused("cutting mount propagation")(e),
+            }
+        })?;
     } else {
         // A process may map only its own ids, and its gid only once setgroups is denied.
         for (file, text) in [
@@ -159,8 +170,10 @@ pub fn enter(q: Option<&Quarantine>, pts: bool, is_root: bool) -> Result<bool, N
     }
     match private_pts() {
         Ok(()) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(false),
-        Err(e) => Err(NsError::Failed {
+        // Nothing was mounted (refused inside another wall, or not possible here): the
+        // launch leaves /dev/pts and /dev/ptmx out of its wall instead.
+        Err(Pts::NotMounted) => Ok(false),
+        Err(Pts::Mounted(e)) => Err(NsError::Failed {
             step: "making a private /dev/pts".into(),
             source: e,
         }),
@@ -173,16 +186,30 @@ pub fn enter(q: Option<&Quarantine>, pts: bool, is_root: bool) -> Result<bool, N
 /// on stays its own, through `/dev/tty` and the descriptors it inherited). Each mount is
 /// checked: `/dev/pts` must then be another file system than before, and `/dev/ptmx` the
 /// new instance's `ptmx`.
-fn private_pts() -> io::Result<()> {
-    let dev = open_real_dir(Path::new("/dev"), OFlag::O_PATH)?;
-    let before = stat(&open_dir(&dev, Path::new("pts"), OFlag::O_PATH)?)?;
+fn private_pts() -> Result<(), Pts> {
+    let dev = open_real_dir(Path::new("/dev"), OFlag::O_PATH).map_err(|_| Pts::NotMounted)?;
+    let before = open_dir(&dev, Path::new("pts"), OFlag::O_PATH)
+        .and_then(|d| stat(&d))
+        .map_err(|_| Pts::NotMounted)?;
     sys::mount_fs(
         c"devpts",
         c"/dev/pts",
         libc::MS_NOSUID | libc::MS_NOEXEC,
         c"newinstance,ptmxmode=0666,mode=0620",
-    )?;
-    let pts = open_dir(&dev, Path::new("pts"), OFlag::O_PATH)?;
+    )
+    .map_err(|_| Pts::NotMounted)?;
+    mounted_pts(&dev, &before).map_err(Pts::Mounted)
+}
+
+/// Why the private `/dev/pts` is not up: before anything was mounted, or after.
+enum Pts {
+    NotMounted,
+    Mounted(io::Error),
+}
+
+/// After the devpts mount: checks it, and binds its `ptmx` onto `/dev/ptmx`.
+fn mounted_pts(dev: &OwnedFd, before: &FileStat) -> io::Result<()> {
+    let pts = open_dir(dev, Path::new("pts"), OFlag::O_PATH)?;
     let mounted = stat(&pts)?;
     if mounted.st_dev == before.st_dev {
         return Err(io::Error::other(
@@ -197,7 +224,7 @@ fn private_pts() -> io::Result<()> {
     )
     .map_err(errno)?;
     let target = openat(
-        &dev,
+        dev,
         "ptmx",
         OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
@@ -206,7 +233,7 @@ fn private_pts() -> io::Result<()> {
     let want = stat(&ptmx)?;
     bind(&ptmx, &target)?;
     let now = openat(
-        &dev,
+        dev,
         "ptmx",
         OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
