@@ -86,7 +86,7 @@ ratio=$(awk -v a="$churn_ms" -v b="$quiet_ms" 'BEGIN { printf "%.2f", a / b }')
 {
     echo "# Root launches while /etc changes (bench/churn.sh)"
     echo
-    echo "$(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs, binary $LW."
+    echo "$(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs, binary ${LW#"$ROOT"/}."
     echo "$N root launches of the \`claude\` shim in front of /bin/true from a git worktree, each"
     echo "phase in turn; ms per launch is wall clock including the shell's fork, averaged."
     echo

@@ -54,7 +54,7 @@ ratio() { # file: mean of row 2 over row 1
 {
     echo "# The private /dev/pts per launch (bench/terminals.sh)"
     echo
-    echo "$(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs, binary $LW; hyperfine -N, $RUNS runs each,"
+    echo "$(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs, binary ${LW#"$ROOT"/}; hyperfine -N, $RUNS runs each,"
     echo "the shim in front of /bin/true from a git worktree (wall clock, ms)."
     echo
     cat "$DIR/root.md"

@@ -131,9 +131,14 @@ pub fn find_real(
 /// holds it, since its native binary or runtime dependencies often sit in sibling packages
 /// (`@anthropic-ai/claude-code-linux-x64`, …).
 pub fn install_dirs(real: &Path, resolver: &mut Resolver) -> Vec<PathBuf> {
-    let Ok(resolved) = resolver.canonicalize(real) else {
-        return Vec::new();
-    };
+    match resolver.canonicalize(real) {
+        Ok(resolved) => install_dirs_of(&resolved),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// [`install_dirs`] of a path already resolved to its real path.
+pub fn install_dirs_of(resolved: &Path) -> Vec<PathBuf> {
     let comps: Vec<_> = resolved.components().collect();
     if let Some(i) = comps.iter().position(|c| c.as_os_str() == "node_modules") {
         return vec![comps[..=i].iter().collect()];

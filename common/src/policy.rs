@@ -1210,7 +1210,10 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     let mut agent_exe = None;
     if let Some(real) = real_agent {
         agent_exe = b.resolver.canonicalize(real).ok();
-        for dir in crate::agent::install_dirs(real, &mut b.resolver) {
+        for dir in agent_exe
+            .iter()
+            .flat_map(|exe| crate::agent::install_dirs_of(exe))
+        {
             b.add(&dir, Access::ReadOnly, "the real agent's install directory")?;
         }
     }
@@ -1331,7 +1334,15 @@ fn refuse_agent_the_agent_can_repoint(
     if writable(exe).is_some() {
         return Ok(());
     }
-    for link in path_and_links(&lexical_join(Path::new("/"), real)) {
+    let plain = lexical_join(Path::new("/"), real);
+    // No link on the way (the path found is the real path): only the path itself to check,
+    // without walking it again.
+    let on_the_way = if plain == exe {
+        vec![plain]
+    } else {
+        path_and_links(&plain)
+    };
+    for link in on_the_way {
         if let Some(grant) = writable(&link) {
             return Err(PolicyError::AgentRepointable {
                 path: real.to_path_buf(),
