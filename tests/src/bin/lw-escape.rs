@@ -1344,6 +1344,19 @@ fn parent(args: &[OsString]) -> ! {
                     eprintln!("lw-escape parent: open {}: {e}", show(&path));
                     exit(2)
                 });
+                // Opened onto `n` itself (the lowest free number): dup3 onto the same number
+                // is EINVAL, so move it aside first; dup3 then replaces `n`, whose old owner is
+                // released without closing it.
+                let f = if f.as_raw_fd() == n {
+                    let aside = f.try_clone().unwrap_or_else(|e| {
+                        eprintln!("lw-escape parent: dup {}: {e}", show(&path));
+                        exit(2)
+                    });
+                    let _released = std::os::fd::IntoRawFd::into_raw_fd(f);
+                    aside
+                } else {
+                    f
+                };
                 let fd = raw::dup_to(f.as_fd(), n, flag == "--open").unwrap_or_else(|e| {
                     eprintln!("lw-escape parent: dup onto {n}: {e}");
                     exit(2)
