@@ -529,12 +529,16 @@ fn leftovers_of_a_killed_daemon_die_before_the_job_runs_again() {
     let (id, mut daemon, bg) = start_a_job_with_a_background_process(&d, &wt);
     let keepers = children_of(daemon.pid());
     assert_eq!(keepers.len(), 1, "one keeper: {keepers:?}");
+    // The daemon is stopped first, so that it cannot act on its keeper's death (ending the
+    // job's cgroup) in the moment between the two kills.
+    daemon.signal("STOP");
     let st = Command::new("kill")
-        .args(["-9", &keepers[0].to_string(), &daemon.pid().to_string()])
+        .args(["-9", &keepers[0].to_string()])
         .status()
         .expect("kill");
     assert!(st.success());
-    let _reaped = daemon.child.wait();
+    wait_for("the keeper to die", || !alive(keepers[0]));
+    daemon.kill9();
     // The background process outlives both…
     assert!(
         alive(bg),
@@ -1629,14 +1633,35 @@ fn with_marker(marker: &str) -> Vec<u32> {
 /// A job that leaves three things behind when its own process exits: a sleeper detached
 /// with a double fork and a new session, and a fork chain in a session of its own (each
 /// generation forks the next and exits: a new pid every few microseconds, which a scan of
-/// /proc cannot catch). Every process of them carries `marker` in its command line; the
-/// chain stops when `stop` appears in the worktree.
+/// /proc cannot catch, so each generation also writes `beat` in the worktree). Every process
+/// of them carries `marker` in its command line; the chain stops when `stop` appears in the
+/// worktree.
 fn leave_behind(marker: &str) -> String {
     format!(
         "( setsid sh -c 'while :; do sleep 1; done' {marker}-detached & ) </dev/null >/dev/null 2>&1; \
-         ( setsid sh -c 'g() {{ [ -e stop ] && exit 0; ( g ) & exit 0; }}; g' {marker}-chain & ) </dev/null >/dev/null 2>&1; \
+         ( setsid sh -c 'g() {{ [ -e stop ] && exit 0; : > beat; ( g ) & exit 0; }}; g' {marker}-chain & ) </dev/null >/dev/null 2>&1; \
          echo left"
     )
+}
+
+/// Whether the fork chain of `leave_behind` in `wt` still runs: its `beat` file, removed,
+/// comes back within `within`. (A scan of /proc can miss a chain whose every process lives
+/// for microseconds; the file cannot.)
+fn chain_beats(wt: &Path, within: Duration) -> bool {
+    let beat = wt.join("beat");
+    match fs::remove_file(&beat) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("removing {}: {e}", beat.display()),
+    }
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if beat.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    beat.exists()
 }
 
 /// Waits 300 ms and checks twice that nothing with `marker` is alive.
@@ -1669,9 +1694,10 @@ fn clean_up(wt: &Path, marker: &str) {
                     .status();
             }
         }
-        with_marker(marker).is_empty()
+        with_marker(marker).is_empty() && !chain_beats(wt, Duration::from_millis(300))
     });
     fs::remove_file(wt.join("stop")).expect("rm stop");
+    let _gone = fs::remove_file(wt.join("beat"));
 }
 
 /// `landwall-drain --once` as the unprivileged test user: no cgroup subtree it may manage,
@@ -1712,7 +1738,8 @@ fn nothing_a_job_started_outlives_it() {
     let out = run(Command::new("sh").args(["-c", &script]).current_dir(&wt));
     assert!(out.status.success(), "{}", stderr(&out));
     wait_for("the control's leftovers", || {
-        with_marker(&marker).len() >= 2
+        !with_marker(&format!("{marker}-detached")).is_empty()
+            && chain_beats(&wt, Duration::from_secs(2))
     });
     clean_up(&wt, &marker);
     // As a job of a root daemon (a cgroup per job here), of a walled one, and of a user's
@@ -1733,10 +1760,11 @@ fn nothing_a_job_started_outlives_it() {
         assert_eq!(d.expect_result(&id).0, "done", "{how}: {}", stderr(&out));
         assert!(d.log_of(&id).contains("left"), "{how}");
         let left = none_left(&marker);
-        if !left.is_empty() {
+        let beats = chain_beats(&wt, Duration::from_millis(500));
+        if !left.is_empty() || beats {
             clean_up(&wt, &marker);
             panic!(
-                "{how}: still alive after the job ended: {left:?}\n{}",
+                "{how}: still alive after the job ended: {left:?}, chain beating: {beats}\n{}",
                 stderr(&out)
             );
         }
@@ -1764,10 +1792,11 @@ fn a_timeout_ends_detached_processes_too() {
             "{how}"
         );
         let left = none_left(&marker);
-        if !left.is_empty() {
+        let beats = chain_beats(&wt, Duration::from_millis(500));
+        if !left.is_empty() || beats {
             clean_up(&wt, &marker);
             panic!(
-                "{how}: still alive after the timeout: {left:?}\n{}",
+                "{how}: still alive after the timeout: {left:?}, chain beating: {beats}\n{}",
                 stderr(&out)
             );
         }
