@@ -314,6 +314,8 @@ pub struct Config {
     pub protect_required: bool,
     /// Which terminals the agent may open: its own (a private /dev/pts) or every one.
     pub terminals: Terminals,
+    /// Changes to the default protected paths (`protect`), in order: system file first.
+    pub protect: Vec<crate::protect::Change>,
     /// Paths denied inside granted directories (added to the built-in ones for root).
     pub deny: Vec<DenyPattern>,
     /// Extra devices granted read-write with ioctls.
@@ -361,6 +363,7 @@ impl Default for Config {
             deprecated: Vec::new(),
             protect_required: false,
             terminals: Terminals::Own,
+            protect: Vec::new(),
             deny: Vec::new(),
             devices: Vec::new(),
             network: Network::default(),
@@ -614,6 +617,8 @@ struct RawConfig {
     env_allow: Vec<Spanned<String>>,
     home: Option<Spanned<String>>,
     protect_required: Option<bool>,
+    #[serde(default)]
+    protect: Vec<Spanned<String>>,
     terminals: Option<Spanned<String>>,
     #[serde(default)]
     deny: Vec<Spanned<String>>,
@@ -823,6 +828,11 @@ fn merge(
             ("network", raw.network.is_some()),
             ("unix", raw.unix.as_ref().is_some_and(RawUnix::widens)),
             ("agents.*", agents_widen),
+            // Trimming a protected path (`"!.envrc"`) leaves it writable.
+            (
+                "protect",
+                raw.protect.iter().any(|e| e.get_ref().starts_with('!')),
+            ),
         ] {
             if present {
                 config.user_widening.push(key);
@@ -860,6 +870,18 @@ fn merge(
         match origin {
             Origin::System => config.protect_required = required,
             Origin::User => config.protect_required |= required,
+        }
+    }
+    for entry in raw.protect {
+        let span = entry.span();
+        match crate::protect::Change::parse(entry.get_ref()) {
+            Ok(change) => config.protect.push(change),
+            Err(why) => {
+                return v.err(
+                    span,
+                    format!("`protect`: `{}` {why}", entry.get_ref().escape_debug()),
+                )
+            }
         }
     }
     if let Some(t) = raw.terminals {

@@ -14,6 +14,7 @@ use crate::caps::CapsError;
 use crate::config::Terminals;
 use crate::ns::NsError;
 use crate::policy::{Policy, Quarantine};
+use crate::protect::{Absent, Held};
 use crate::seccomp::{self, SeccompError};
 use crate::wall::{Enforced, UnixGuard, WallError};
 use crate::{sys, Error};
@@ -81,14 +82,22 @@ pub trait Kernel {
     fn set_no_new_privs(&mut self) -> io::Result<()>;
     /// Number of threads in this process.
     fn thread_count(&mut self) -> io::Result<usize>;
-    /// Starts the linked worktree's quarantine watcher (outside the wall that follows; it
-    /// walls itself in at `min_abi`, the launch's own minimum).
-    fn watch(&mut self, quarantine: &Quarantine, min_abi: u32) -> io::Result<()>;
+    /// Starts the watcher (outside the wall that follows; it walls itself in at `min_abi`,
+    /// the launch's own minimum): it moves a linked worktree's quarantined objects and
+    /// sweeps the protected paths in `sweep` that appear.
+    fn watch(
+        &mut self,
+        quarantine: Option<&Quarantine>,
+        sweep: &[Absent],
+        min_abi: u32,
+    ) -> io::Result<()>;
     /// Enters the private mount namespace: with a quarantine, it is the object store there;
-    /// with `pts`, `/dev/pts` is a private instance. Returns whether that instance is up.
+    /// the `held` protected paths are bound onto themselves; with `pts`, `/dev/pts` is a
+    /// private instance. Returns whether that instance is up.
     fn private_namespace(
         &mut self,
         quarantine: Option<&Quarantine>,
+        held: &[Held],
         pts: bool,
     ) -> Result<bool, NsError>;
     /// Says, on stderr, what the launch goes on without.
@@ -130,23 +139,24 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
         Ok(n) => return Error::Threads(Some(n), None),
         Err(e) => return Error::Threads(None, Some(e)),
     }
-    if let Some(q) = &policy.quarantine {
-        if let Err(e) = kernel.watch(q, policy.min_abi) {
+    let sweep = &policy.protection.absent;
+    let held = &policy.protection.held;
+    if policy.quarantine.is_some() || !sweep.is_empty() {
+        if let Err(e) = kernel.watch(policy.quarantine.as_ref(), sweep, policy.min_abi) {
             return Error::Watcher(e);
         }
     }
     let own_pts = policy.terminals == Terminals::Own;
     let mut private_pts = false;
-    if policy.quarantine.is_some() || own_pts {
-        match kernel.private_namespace(policy.quarantine.as_ref(), own_pts) {
+    if policy.quarantine.is_some() || own_pts || !held.is_empty() {
+        match kernel.private_namespace(policy.quarantine.as_ref(), held, own_pts) {
             Ok(pts) => private_pts = pts,
-            Err(NsError::Refused(e)) => match &policy.quarantine {
+            Err(NsError::Refused(e)) => match exposed_without_namespace(policy) {
                 Some(_) if policy.protect_required => {
                     return Error::Namespace(NsError::Refused(e))
                 }
-                Some(q) => kernel.note(&format!(
-                    "no private mount namespace here ({e}), so the objects of {} are writable by the agent this time; set protect_required = true to refuse to launch instead",
-                    q.objects.display()
+                Some(what) => kernel.note(&format!(
+                    "no private mount namespace here ({e}), so {what} writable by the agent this time; set protect_required = true to refuse to launch instead"
                 )),
                 // Only the private /dev/pts was asked for: without it the agent gets no
                 // pseudo-terminal but its own (below), which `doctor` reports.
@@ -185,6 +195,42 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
     Error::Exec {
         path: exec.program.clone(),
         source,
+    }
+}
+
+/// What the private mount namespace would have kept unchangeable, in words (`the objects of
+/// … and the protected paths .git/config, … are`), or `None` if nothing.
+pub fn exposed_without_namespace(policy: &Policy) -> Option<String> {
+    let held: Vec<String> = policy
+        .protection
+        .held
+        .iter()
+        .filter(|h| h.hold == crate::protect::Hold::ReadOnly)
+        .map(|h| {
+            h.path
+                .strip_prefix(&policy.worktree.root)
+                .unwrap_or(&h.path)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let paths = match held.len() {
+        0 => None,
+        1..=4 => Some(format!("the protected paths {}", held.join(", "))),
+        n => Some(format!(
+            "the protected paths {} and {} more",
+            held[..3].join(", "),
+            n - 3
+        )),
+    };
+    match (&policy.quarantine, paths) {
+        (None, None) => None,
+        (Some(q), None) => Some(format!("the objects of {} are", q.objects.display())),
+        (None, Some(p)) => Some(format!("{p} are")),
+        (Some(q), Some(p)) => Some(format!(
+            "the objects of {} and {p} are",
+            q.objects.display()
+        )),
     }
 }
 
@@ -366,17 +412,23 @@ impl Kernel for LiveKernel {
         }
     }
 
-    fn watch(&mut self, quarantine: &Quarantine, min_abi: u32) -> io::Result<()> {
-        self.detacher = Some(crate::watcher::start(quarantine, min_abi)?);
+    fn watch(
+        &mut self,
+        quarantine: Option<&Quarantine>,
+        sweep: &[Absent],
+        min_abi: u32,
+    ) -> io::Result<()> {
+        self.detacher = Some(crate::watcher::start(quarantine, sweep, min_abi)?);
         Ok(())
     }
 
     fn private_namespace(
         &mut self,
         quarantine: Option<&Quarantine>,
+        held: &[Held],
         pts: bool,
     ) -> Result<bool, NsError> {
-        crate::ns::enter(quarantine, pts, nix::unistd::geteuid().is_root())
+        crate::ns::enter(quarantine, held, pts, nix::unistd::geteuid().is_root())
     }
 
     fn note(&mut self, text: &str) {
@@ -404,8 +456,7 @@ impl Kernel for LiveKernel {
 
     fn self_check(&mut self) -> Result<(), String> {
         if let Some(child) = self.detacher.take() {
-            sys::reap_detacher(child)
-                .map_err(|e| format!("the object quarantine's watcher did not start: {e}"))?;
+            sys::reap_detacher(child).map_err(|e| format!("the watcher did not start: {e}"))?;
         }
         // Landlock: `/` itself is never granted (configuration cannot name it), so listing
         // it must be refused.
@@ -483,7 +534,7 @@ mod tests {
             self.step("threads");
             Ok(self.threads)
         }
-        fn watch(&mut self, _: &Quarantine, _: u32) -> io::Result<()> {
+        fn watch(&mut self, _: Option<&Quarantine>, _: &[Absent], _: u32) -> io::Result<()> {
             if self.step("watch") {
                 return Err(io::Error::other("watch"));
             }
@@ -492,6 +543,7 @@ mod tests {
         fn private_namespace(
             &mut self,
             _: Option<&Quarantine>,
+            _: &[Held],
             pts: bool,
         ) -> Result<bool, NsError> {
             if self.step("ns") {
@@ -546,8 +598,59 @@ mod tests {
             link_cache: None,
         })
         .expect("policy");
+        // The temp dir is nobody's worktree: what it holds must not change the steps.
+        let policy = Policy {
+            protection: crate::protect::Protection::default(),
+            ..policy
+        };
         let exec = Exec::new(Path::new("/bin/true"), &["claude".into()], &[]).expect("exec");
         (policy, exec)
+    }
+
+    /// Protected paths: the watcher (for the absent ones) and the namespace (for the held
+    /// ones) come before the capabilities go, even with `terminals = "all"`; a refused
+    /// namespace is said in a note, or stops the launch with `protect_required`.
+    #[test]
+    fn protected_paths_get_their_watcher_and_namespace_first() {
+        let (mut policy, exec) = fixture();
+        policy.terminals = crate::config::Terminals::All;
+        policy.protection = crate::protect::Protection {
+            held: vec![Held {
+                path: "/w/.git/config".into(),
+                hold: crate::protect::Hold::ReadOnly,
+                is_dir: false,
+                reason: "test".into(),
+            }],
+            absent: vec![Absent {
+                path: "/w/.envrc".into(),
+                base: "/w".into(),
+                reason: "test".into(),
+            }],
+        };
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+            threads: 1,
+        };
+        wall_and_exec(&mut k, &policy, &exec);
+        assert_eq!(&k.steps[..4], ["threads", "watch", "ns", "caps"]);
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: Some("ns"),
+            threads: 1,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert!(matches!(e, Error::Exec { .. }), "{e}");
+        assert_eq!(&k.steps[..5], ["threads", "watch", "ns", "note", "caps"]);
+        policy.protect_required = true;
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: Some("ns"),
+            threads: 1,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert_eq!(k.steps, ["threads", "watch", "ns"]);
+        assert_eq!(e.exit_code(), crate::exit::WALL, "{e}");
     }
 
     #[test]

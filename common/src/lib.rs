@@ -21,6 +21,7 @@ pub mod objects;
 pub mod plan;
 pub mod policy;
 pub mod profile;
+pub mod protect;
 pub mod realpath;
 pub mod seccomp;
 pub mod spool;

@@ -38,6 +38,7 @@ use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fstat, mkdirat, FileStat, Mode};
 
 use crate::policy::Quarantine;
+use crate::protect::{Held, Hold};
 use crate::sys;
 
 /// Why the private namespace is not up.
@@ -94,12 +95,20 @@ fn errno(e: nix::errno::Errno) -> io::Error {
 /// 3. with a quarantine: the real object store bound onto `landwall-base`, and that mount
 ///    made read-only; the quarantine bound onto `<common>/objects`; each mount checked by
 ///    device and inode;
-/// 4. with `pts`: a private `/dev/pts` ([`private_pts`]).
+/// 4. each protected path that exists ([`crate::protect`]) bound onto itself, parents
+///    first: read-only, or in place (a directory on the way, a main checkout's git dir);
+///    each checked by device and inode, and a read-only one by its mount flags;
+/// 5. with `pts`: a private `/dev/pts` ([`private_pts`]).
 ///
 /// Returns whether the private `/dev/pts` is up (a mount of it refused where mounts are
 /// refused, inside another wall, is not an error: the launch then grants no pseudo-terminal
 /// but its own).
-pub fn enter(q: Option<&Quarantine>, pts: bool, is_root: bool) -> Result<bool, NsError> {
+pub fn enter(
+    q: Option<&Quarantine>,
+    held: &[Held],
+    pts: bool,
+    is_root: bool,
+) -> Result<bool, NsError> {
     if let Some(q) = q {
         prepare(q).map_err(failed(format!("preparing {}", q.dir.display())))?;
     }
@@ -164,6 +173,17 @@ pub fn enter(q: Option<&Quarantine>, pts: bool, is_root: bool) -> Result<bool, N
     }
     if let Some(q) = q {
         quarantine(q)?;
+    }
+    for (i, h) in held.iter().enumerate() {
+        hold(h).map_err(|e| {
+            let step = format!("holding the protected path {}", h.path.display());
+            // The first mount of the namespace: refused inside another wall.
+            if i == 0 && q.is_none() {
+                first_mount_refused("holding a protected path")(e)
+            } else {
+                failed(step)(e)
+            }
+        })?;
     }
     if !pts {
         return Ok(false);
@@ -307,6 +327,41 @@ fn quarantine(q: &Quarantine) -> Result<(), NsError> {
     Ok(())
 }
 
+/// Step 4, for one protected path: opened without following any symlink, checked to be
+/// what the policy saw (a directory or a regular file), bound onto itself, opened again
+/// and checked to be the same file, and (read-only) made read-only and checked.
+fn hold(h: &Held) -> io::Result<()> {
+    let path = CString::new(h.path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut flags = libc::O_PATH | libc::O_NOFOLLOW;
+    if h.is_dir {
+        flags |= libc::O_DIRECTORY;
+    }
+    let fd = sys::open_no_symlinks(None, &path, flags)?;
+    let before = stat(&fd)?;
+    let kind = if h.is_dir {
+        libc::S_IFDIR
+    } else {
+        libc::S_IFREG
+    };
+    if !is_kind(&before, kind) {
+        return Err(io::Error::other(
+            "it changed type since the policy was built",
+        ));
+    }
+    bind(&fd, &fd)?;
+    let now = sys::open_no_symlinks(None, &path, flags)?;
+    same(&now, &before)?;
+    if h.hold == Hold::ReadOnly {
+        sys::mount_set_readonly(now.as_fd())?;
+        let ro = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?;
+        if !ro.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {
+            return Err(io::Error::other("it is not read-only after the mount"));
+        }
+    }
+    Ok(())
+}
+
 /// Whether this process could enter a private mount namespace (asked in a child, which
 /// then exits): `Ok` or the kernel's refusal. For `doctor`.
 pub fn probe(is_root: bool) -> io::Result<()> {
@@ -328,7 +383,7 @@ pub fn probe(is_root: bool) -> io::Result<()> {
 /// Whether a launch here gets its private `/dev/pts` (tried in a child, which then exits):
 /// `Ok` or why not. For `doctor`.
 pub fn probe_pts(is_root: bool) -> io::Result<()> {
-    let code = sys::in_child(|| match enter(None, true, is_root) {
+    let code = sys::in_child(|| match enter(None, &[], true, is_root) {
         Ok(true) => 0,
         Ok(false) => libc::EPERM,
         Err(NsError::Refused(e)) | Err(NsError::Failed { source: e, .. }) => {

@@ -185,6 +185,9 @@ pub enum PolicyError {
         /// The writable grant it lies in.
         grant: PathBuf,
     },
+    /// A protected path cannot be protected (a link, a special file).
+    #[error(transparent)]
+    Protected(#[from] crate::protect::ProtectError),
     /// A git dir named by the worktree's `.git` holds `$HOME` or another grant.
     #[error("refusing the git dir {} named (directly or through commondir) by {}: it holds {what}; a git dir holds one repository's metadata only. Restore the file (`git worktree repair` from the main checkout)", dir.display(), dotgit.display())]
     GitDir {
@@ -228,6 +231,9 @@ pub struct Policy {
     pub quarantine: Option<Quarantine>,
     /// Whether a refused private mount namespace stops the launch (`protect_required`).
     pub protect_required: bool,
+    /// The protected paths inside the writable grants: held in the launch's namespace, or
+    /// swept when the agent exits ([`crate::protect`]).
+    pub protection: crate::protect::Protection,
     /// The real agent's real path, which is exec'd (no link left to follow again).
     pub agent_exe: Option<PathBuf>,
     /// Which terminals the agent may open (`terminals`).
@@ -1084,7 +1090,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
             )?;
             quarantine = Some(q);
             notes.push(
-                "linked worktree: the repository's config, hooks, info and objects are read-only; new objects go to the worktree's quarantine and are verified into the repository when the agent exits. This worktree's own `.git` file stays writable: an agent can point it at a git dir it wrote, whose hooks or core.fsmonitor your next git command in this worktree would run outside the wall: check `cat .git` (or run `git worktree repair` from the main checkout) before using git here after a run".to_string(),
+                "linked worktree: the repository's config, hooks, info and objects are read-only; new objects go to the worktree's quarantine and are verified into the repository when the agent exits; this worktree's `.git` file and its git dir's `commondir` are protected paths".to_string(),
             );
         }
         GitLayout::Linked {
@@ -1104,7 +1110,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
             );
         }
         GitLayout::Main { .. } => notes.push(
-            "main worktree: its .git/config and .git/hooks lie inside the writable worktree, so an agent can plant a hook that later runs outside the wall; run agents in a linked worktree (`git worktree add`) to keep them read-only".to_string(),
+            "main worktree: .git/config, .git/hooks and .git/info are protected paths (read-only in the launch's mount namespace), so git commands that write them fail inside (`git config`, `git remote add`, a new branch that records its upstream); the repository's objects stay writable: run agents in a linked worktree (`git worktree add`) to keep those unchangeable too".to_string(),
         ),
         GitLayout::None => {}
     }
@@ -1297,7 +1303,9 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     if let (Some(real), Some(exe)) = (real_agent, &agent_exe) {
         refuse_agent_the_agent_can_repoint(real, exe, &rules)?;
     }
+    let protection = crate::protect::resolve(&worktree, &crate::protect::list(&config.protect))?;
     Ok(Policy {
+        protection,
         agent_exe,
         agent: agent.to_string(),
         worktree,

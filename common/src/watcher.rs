@@ -1,6 +1,7 @@
-//! The quarantine watcher of a linked worktree's launch: a process started just before the
-//! wall goes up, and so outside it, that moves the objects the agent's git wrote into the
-//! quarantine ([`Quarantine`]) into the repository once the agent has exited.
+//! The watcher of a launch: a process started just before the wall goes up, and so outside
+//! it, that moves the objects the agent's git wrote into a linked worktree's quarantine
+//! ([`Quarantine`]) into the repository, and that sweeps, once the agent has exited, the
+//! protected paths that were absent at the start and that it created ([`sweep`]).
 //!
 //! Invariants: the watcher is no child of the agent (it is detached into its own session,
 //! so no program of the agent waits for it or sees it), it holds none of the agent's
@@ -19,6 +20,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use crate::policy::Quarantine;
+use crate::protect::Absent;
 use crate::sys;
 
 /// How often the quarantine is emptied while the agent runs. A scan of an empty quarantine
@@ -35,31 +37,33 @@ const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/gi
 /// [`sys::reap_detacher`] before exec. Returns once the watcher runs; it moves what an earlier launch left behind at
 /// once, then what the agent writes every [`PERIOD_MS`] while it runs, and the rest when it
 /// exits.
-pub fn start(q: &Quarantine, min_abi: u32) -> io::Result<libc::pid_t> {
-    // The watcher's wall names the quarantine, so it must exist before the watcher starts
-    // (the namespace step, which also makes it, comes after). Made in the worktree's git
-    // dir, opened with no symlink on the way; an existing one is left as it is.
-    let git_dir = std::ffi::CString::new(q.git_dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let git_dir = sys::open_no_symlinks(None, &git_dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
-    match nix::sys::stat::mkdirat(
-        &git_dir,
-        crate::policy::QUARANTINE_DIR,
-        nix::sys::stat::Mode::from_bits_truncate(0o777),
-    ) {
-        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-        Err(e) => return Err(e.into()),
+pub fn start(q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32) -> io::Result<libc::pid_t> {
+    if let Some(q) = q {
+        // The watcher's wall names the quarantine, so it must exist before the watcher
+        // starts (the namespace step, which also makes it, comes after). Made in the
+        // worktree's git dir, opened with no symlink on the way; an existing one is left as
+        // it is.
+        let git_dir = std::ffi::CString::new(q.git_dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let git_dir = sys::open_no_symlinks(None, &git_dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        match nix::sys::stat::mkdirat(
+            &git_dir,
+            crate::policy::QUARANTINE_DIR,
+            nix::sys::stat::Mode::from_bits_truncate(0o777),
+        ) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
-    drop(git_dir);
     let pidfd = sys::pidfd_self()?;
-    let watch = || watch(&pidfd, q, min_abi);
+    let watch = || watch(&pidfd, q, sweep, min_abi);
     sys::spawn_detached(watch)
 }
 
 /// The watcher's life: detach from everything of the agent's, move leftovers, wait for the
 /// agent's exit, move what it wrote. Its exit status is seen by no one (the launch has
 /// exec'd by then); failures are logged at debug level and the objects stay where they are.
-fn watch(pidfd: &OwnedFd, q: &Quarantine, min_abi: u32) -> i32 {
+fn watch(pidfd: &OwnedFd, q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32) -> i32 {
     // Forked before the launch drops its capabilities: the watcher drops its own, and can
     // gain none by exec (it execs only git, for packs).
     if let Err(e) = crate::caps::drop_all() {
@@ -77,7 +81,7 @@ fn watch(pidfd: &OwnedFd, q: &Quarantine, min_abi: u32) -> i32 {
     // Its own wall: it parses what the agent wrote (zlib streams, packs through git), so a
     // flaw there must not reach beyond the object store. Without it, it does nothing: the
     // objects wait in the quarantine for a watcher that can wall itself.
-    let enforced = match wall_self(q, min_abi) {
+    let enforced = match wall_self(q, sweep, min_abi) {
         Ok(enforced) => enforced,
         Err(e) => {
             log::debug!("quarantine watcher: its own wall: {e}");
@@ -95,14 +99,35 @@ fn watch(pidfd: &OwnedFd, q: &Quarantine, min_abi: u32) -> i32 {
         log::debug!("quarantine watcher: its seccomp filter: {e}");
         return 1;
     }
-    let Some(git) = GIT_CANDIDATES.iter().map(Path::new).find(|p| p.is_file()) else {
-        // Loose objects need no git; packs wait for a machine that has one.
-        return migrate(q, Path::new("/nonexistent/git"), pidfd);
-    };
-    migrate(q, git, pidfd)
+    // Loose objects need no git; packs wait for a machine that has one.
+    let git = GIT_CANDIDATES
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_file())
+        .unwrap_or(Path::new("/nonexistent/git"));
+    match q {
+        Some(q) => migrate(q, git, pidfd, sweep),
+        None => match sys::wait_readable(pidfd.as_fd(), -1) {
+            Ok(_) => {
+                report(&sweep_absent(sweep));
+                0
+            }
+            Err(e) => {
+                log::debug!("watcher: waiting for the agent: {e}");
+                1
+            }
+        },
+    }
 }
 
-fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
+/// Says on stderr what the sweep removed (nothing when nothing appeared).
+fn report(removed: &[Swept]) {
+    for s in removed {
+        eprintln!("landwall: {}", crate::spool::printable(&s.to_string()));
+    }
+}
+
+fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) -> i32 {
     let once =
         |when: &str, prune: bool| match crate::objects::migrate(&q.dir, &q.objects, git, prune) {
             Ok(m) => {
@@ -126,6 +151,8 @@ fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
             }
         }
     }
+    // The sweep first: it is what a command run right after the agent must not meet.
+    report(&sweep_absent(sweep));
     once("after the agent", true);
     0
 }
@@ -135,19 +162,36 @@ fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd) -> i32 {
 /// descriptor path it is given) read-only; `/dev/null`. Nothing of the worktree, `$HOME` or
 /// `/tmp`. Fully enforced at `min_abi` (the launch's own minimum) or above, or an error.
 pub fn wall_self(
-    q: &Quarantine,
+    q: Option<&Quarantine>,
+    sweep: &[Absent],
     min_abi: u32,
 ) -> Result<crate::wall::Enforced, crate::wall::WallError> {
     use crate::policy::{Access, Rule};
-    let mut rules = Vec::new();
+    let mut rules: Vec<Rule> = Vec::new();
     // Real paths already: opened without following any symlink.
-    for path in [&q.dir, &q.objects] {
+    for path in q.iter().flat_map(|q| [&q.dir, &q.objects]) {
         if path.is_dir() {
             rules.push(Rule {
                 path: path.clone(),
                 access: Access::ReadWrite,
                 is_dir: true,
                 reason: "the object quarantine's watcher".into(),
+            });
+        }
+    }
+    // The sweep: the nearest directory that exists now on the way to each absent path,
+    // from its base down (what the agent creates later lies beneath it).
+    for a in sweep {
+        let Some(dir) = nearest_existing_dir(a) else {
+            continue;
+        };
+        if !rules.iter().any(|r| dir.starts_with(&r.path)) {
+            rules.retain(|r| !r.path.starts_with(&dir));
+            rules.push(Rule {
+                path: dir,
+                access: Access::ReadWrite,
+                is_dir: true,
+                reason: "the protected paths' sweep".into(),
             });
         }
     }
@@ -192,4 +236,215 @@ fn detach(keep: &OwnedFd) -> io::Result<()> {
     }
     sys::close_range(k + 1, i32::MAX)?;
     std::env::set_current_dir("/")
+}
+
+/// The nearest directory that exists on the way from `a.base` to `a.path` (none if the base
+/// itself is gone or is no plain directory), found without following a symlink.
+fn nearest_existing_dir(a: &Absent) -> Option<std::path::PathBuf> {
+    let rel = a.path.strip_prefix(&a.base).ok()?;
+    let mut at = a.base.clone();
+    if !fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    for c in rel.parent().into_iter().flat_map(Path::components) {
+        let next = at.join(c);
+        if fs::symlink_metadata(&next).is_ok_and(|m| m.is_dir()) {
+            at = next;
+        } else {
+            break;
+        }
+    }
+    Some(at)
+}
+
+/// A protected path the sweep found and removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Swept {
+    /// What was removed.
+    pub path: std::path::PathBuf,
+    /// The protected path it was, or led to.
+    pub protected: std::path::PathBuf,
+    /// Why that path is protected.
+    pub reason: String,
+    /// Where it is left if it could not be removed whole (renamed aside, harmless there).
+    pub left_at: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Display for Swept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = if self.path == self.protected {
+            format!(
+                "the protected path {} appeared while the agent ran ({})",
+                self.path.display(),
+                self.reason
+            )
+        } else {
+            format!(
+                "{} appeared while the agent ran, a symbolic link on the way to the protected path {} ({})",
+                self.path.display(),
+                self.protected.display(),
+                self.reason
+            )
+        };
+        match &self.left_at {
+            None => write!(f, "removed: {what}"),
+            Some(aside) => write!(
+                f,
+                "moved aside to {} (it could not be removed whole): {what}",
+                aside.display()
+            ),
+        }
+    }
+}
+
+/// Removes each protected path of `list` that exists now (it did not when the launch
+/// started), and every symbolic link on the way to one. Walks down from each one's base by
+/// descriptor, never following a link; what it removes it first renames aside in its own
+/// directory (one step that ends its effect), then removes, directories with all they hold.
+pub fn sweep_absent(list: &[Absent]) -> Vec<Swept> {
+    let mut out = Vec::new();
+    for a in list {
+        match sweep_one(a) {
+            Ok(Some(s)) => out.push(s),
+            Ok(None) => {}
+            Err(e) => log::debug!("sweep of {}: {e}", a.path.display()),
+        }
+    }
+    out
+}
+
+fn sweep_one(a: &Absent) -> io::Result<Option<Swept>> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let Ok(rel) = a.path.strip_prefix(&a.base) else {
+        return Ok(None);
+    };
+    let base = std::ffi::CString::new(a.base.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let mut dir = match sys::open_no_symlinks(None, &base, libc::O_RDONLY | libc::O_DIRECTORY) {
+        Ok(d) => d,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let parts: Vec<_> = rel.components().map(|c| c.as_os_str().to_owned()).collect();
+    let mut at = a.base.clone();
+    for (i, name) in parts.iter().enumerate() {
+        at.push(name);
+        let st = match nix::sys::stat::fstatat(
+            &dir,
+            name.as_os_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) => st,
+            Err(nix::errno::Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let kind = st.st_mode & libc::S_IFMT;
+        let last = i + 1 == parts.len();
+        if last || kind == libc::S_IFLNK {
+            let left_at = remove_aside(&dir, name.as_os_str(), kind == libc::S_IFDIR)?;
+            return Ok(Some(Swept {
+                path: at,
+                protected: a.path.clone(),
+                reason: a.reason.to_string(),
+                left_at: left_at.map(|n| a.path.with_file_name(n)),
+            }));
+        }
+        if kind != libc::S_IFDIR {
+            // A file where a directory would be: the protected path cannot exist.
+            return Ok(None);
+        }
+        dir = openat(
+            &dir,
+            name.as_os_str(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+    }
+    Ok(None)
+}
+
+/// Renames `name` in `dir` aside (`.<name>.landwall-swept-<pid>`, never over anything),
+/// then removes it. Returns the aside name if it could not be removed whole.
+fn remove_aside(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    is_dir: bool,
+) -> io::Result<Option<std::ffi::OsString>> {
+    let mut aside = std::ffi::OsString::from(".");
+    aside.push(name);
+    aside.push(format!(".landwall-swept-{}", std::process::id()));
+    nix::fcntl::renameat2(
+        dir,
+        name,
+        dir,
+        aside.as_os_str(),
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    )?;
+    let removed = if is_dir {
+        remove_tree(dir, &aside, 0)
+    } else {
+        nix::unistd::unlinkat(
+            dir,
+            aside.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        )
+        .map_err(io::Error::from)
+    };
+    match removed {
+        Ok(()) => Ok(None),
+        Err(e) => {
+            log::debug!("sweep: removing {}: {e}", aside.to_string_lossy());
+            Ok(Some(aside))
+        }
+    }
+}
+
+/// How deep [`remove_tree`] goes: deeper trees are left (renamed aside) whole.
+const MAX_DEPTH: usize = 64;
+
+/// Removes the directory `name` in `dir` and everything in it, by descriptor, following no
+/// link (a link is removed as itself).
+fn remove_tree(dir: &OwnedFd, name: &std::ffi::OsStr, depth: usize) -> io::Result<()> {
+    use nix::fcntl::{openat, OFlag};
+    if depth > MAX_DEPTH {
+        return Err(io::Error::other("too deep"));
+    }
+    let fd = openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let mut listing = nix::dir::Dir::from_fd(fd.try_clone()?)?;
+    let mut names = Vec::new();
+    for entry in listing.iter() {
+        let entry = entry?;
+        let n = entry.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            let is_dir = match entry.file_type() {
+                Some(t) => t == nix::dir::Type::Directory,
+                // A file system that does not say: asked of the entry itself.
+                None => nix::sys::stat::fstatat(
+                    &fd,
+                    entry.file_name(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+            };
+            names.push((
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(n).to_owned(),
+                is_dir,
+            ));
+        }
+    }
+    for (n, is_dir) in names {
+        if is_dir {
+            remove_tree(&fd, &n, depth + 1)?;
+        } else {
+            nix::unistd::unlinkat(&fd, n.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir)?;
+        }
+    }
+    nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::RemoveDir)?;
+    Ok(())
 }

@@ -90,6 +90,11 @@ pub fn policy(inputs: Inputs2<'_>) -> Result<Policy, Error> {
         what: "the drain's spool".into(),
         access: Access::ReadOnly,
     });
+    // The daemon's own wall has no worktree to protect (its `/tmp` stands in for one).
+    config.protect = landwall::protect::DEFAULTS
+        .iter()
+        .map(|d| landwall::protect::Change::Remove(d.path.into()))
+        .collect();
     let tmp = Path::new("/tmp");
     let mut p = policy::build(Inputs {
         agent: "landwall-drain",
@@ -207,13 +212,19 @@ mod tests {
             Ok(())
         }
         // The shim's quarantine steps: never taken by the daemon's own wall.
-        fn watch(&mut self, _: &landwall::policy::Quarantine, _: u32) -> io::Result<()> {
+        fn watch(
+            &mut self,
+            _: Option<&landwall::policy::Quarantine>,
+            _: &[landwall::protect::Absent],
+            _: u32,
+        ) -> io::Result<()> {
             self.steps.push("watch");
             Ok(())
         }
         fn private_namespace(
             &mut self,
             _: Option<&landwall::policy::Quarantine>,
+            _: &[landwall::protect::Held],
             _: bool,
         ) -> Result<bool, landwall::ns::NsError> {
             self.steps.push("namespace");

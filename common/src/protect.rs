@@ -1,0 +1,583 @@
+//! Protected paths: the files inside the agent's writable grants that programs outside the
+//! wall run, or read to decide what to run, without the user choosing to run anything (git
+//! hooks and configuration, the linked worktree's `.git` file, `.envrc`, hook managers'
+//! configuration, editor tasks, agents' project settings).
+//!
+//! Landlock cannot keep one file unchangeable inside a directory it grants for writing, so a
+//! launch holds them in its private mount namespace ([`crate::ns`]): each one that exists is
+//! bound read-only onto itself (a write gets EROFS; an unlink, a rename away or over it gets
+//! EBUSY, since it is a mount point), and every directory between the worktree (or git dir)
+//! and it is bound onto itself too, so that it cannot be renamed away with the protected
+//! path inside and replaced. One that does not exist cannot be mounted over: it is
+//! remembered, and the watcher that runs outside the wall ([`crate::watcher`]) removes it
+//! when the agent exits if it appeared (and the drain's sweep does for its jobs).
+//!
+//! The list is [`DEFAULTS`], with the reason for each; `protect = [...]` in the
+//! configuration adds paths and trims them (`"!path"`).
+
+use std::borrow::Cow;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::worktree::{GitLayout, Worktree};
+
+/// A protected path, relative to the worktree's top level. A path that starts with `.git/`
+/// names the entry of the worktree's own git dir, wherever it lies (in a linked worktree,
+/// `<common>/worktrees/<id>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Default {
+    /// The path.
+    pub path: &'static str,
+    /// Why it is protected: what runs it.
+    pub reason: &'static str,
+}
+
+/// The default protected paths, each with what would run it outside the wall.
+pub const DEFAULTS: &[Default] = &[
+    Default {
+        path: ".git",
+        reason: "names the worktree's git dir: a linked worktree's `.git` file pointed at a git dir the agent wrote makes your next git command there run its hooks and core.fsmonitor; a main checkout's `.git` renamed away and rebuilt does the same",
+    },
+    Default {
+        path: ".git/config",
+        reason: "git runs the commands it names (core.fsmonitor, core.hooksPath, core.sshCommand, aliases, filters) on your next git command",
+    },
+    Default {
+        path: ".git/config.worktree",
+        reason: "read as config by git where extensions.worktreeConfig is set",
+    },
+    Default {
+        path: ".git/commondir",
+        reason: "names the directory git reads config and hooks from",
+    },
+    Default {
+        path: ".git/hooks",
+        reason: "git runs them on commit, checkout, merge and push",
+    },
+    Default {
+        path: ".git/info",
+        reason: "info/attributes picks the filters and diff drivers git runs",
+    },
+    Default {
+        path: ".envrc",
+        reason: "direnv runs it on entering the directory",
+    },
+    Default {
+        path: ".pre-commit-config.yaml",
+        reason: "pre-commit runs its hooks at your next commit (`repo: local` runs any command)",
+    },
+    Default {
+        path: ".husky",
+        reason: "husky's hooks, which git runs through core.hooksPath",
+    },
+    Default {
+        path: ".githooks",
+        reason: "hooks directory that repositories point core.hooksPath at",
+    },
+    Default {
+        path: "lefthook.yml",
+        reason: "lefthook runs the commands it names on git hooks",
+    },
+    Default {
+        path: ".lefthook.yml",
+        reason: "lefthook runs the commands it names on git hooks",
+    },
+    Default {
+        path: ".vscode/tasks.json",
+        reason: "VS Code runs tasks marked `runOn: folderOpen` when the folder is opened",
+    },
+    Default {
+        path: ".vscode/settings.json",
+        reason: "VS Code settings name programs the editor and its extensions run (interpreters, formatters, terminal profiles)",
+    },
+    Default {
+        path: ".claude/settings.json",
+        reason: "Claude Code's project settings define hooks: commands run on its events",
+    },
+    Default {
+        path: ".claude/settings.local.json",
+        reason: "Claude Code's local project settings define hooks too",
+    },
+    Default {
+        path: ".mcp.json",
+        reason: "names MCP servers: commands the agent starts",
+    },
+    Default {
+        path: ".codex",
+        reason: "Codex's project configuration names commands (notify, MCP servers)",
+    },
+    Default {
+        path: "opencode.json",
+        reason: "opencode's project configuration names commands (MCP servers, formatters)",
+    },
+    Default {
+        path: "opencode.jsonc",
+        reason: "opencode's project configuration names commands (MCP servers, formatters)",
+    },
+    Default {
+        path: ".opencode",
+        reason: "opencode's project plugins and configuration: code it runs",
+    },
+    Default {
+        path: ".gemini/settings.json",
+        reason: "Gemini CLI's project settings name commands (MCP servers, tool discovery)",
+    },
+];
+
+/// One `protect` entry of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// `"path"`: protected too.
+    Add(String),
+    /// `"!path"`: not protected (only honoured from a file the agent cannot write).
+    Remove(String),
+}
+
+impl Change {
+    /// Parses one entry: a relative path of plain components (no `.`, `..`, empty or
+    /// absolute ones), optionally after `!`.
+    pub fn parse(entry: &str) -> Result<Change, String> {
+        let (remove, path) = match entry.strip_prefix('!') {
+            Some(p) => (true, p),
+            None => (false, entry),
+        };
+        check_relative(path)?;
+        Ok(if remove {
+            Change::Remove(path.to_string())
+        } else {
+            Change::Add(path.to_string())
+        })
+    }
+}
+
+fn check_relative(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("is empty: name a path relative to the worktree, such as `.envrc`".into());
+    }
+    if path.starts_with('/') {
+        return Err("is absolute: name a path relative to the worktree, such as `.envrc`".into());
+    }
+    if path.bytes().any(|b| b == 0 || b.is_ascii_control()) {
+        return Err("holds a control character".into());
+    }
+    for part in path.split('/') {
+        if part.is_empty() || part == "." || part == ".." {
+            return Err(format!(
+                "has a `{part}` component: name a plain path relative to the worktree, such as `.vscode/tasks.json`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The protected paths of one configuration, relative, with their reasons: the defaults,
+/// plus the added, less the removed ones.
+pub fn list(changes: &[Change]) -> Vec<(String, Cow<'static, str>)> {
+    let mut out: Vec<(String, Cow<'static, str>)> = DEFAULTS
+        .iter()
+        .map(|d| (d.path.to_string(), Cow::Borrowed(d.reason)))
+        .collect();
+    for c in changes {
+        match c {
+            Change::Add(p) => {
+                if !out.iter().any(|(q, _)| q == p) {
+                    out.push((
+                        p.clone(),
+                        Cow::Borrowed("named by `protect` in the configuration"),
+                    ));
+                }
+            }
+            Change::Remove(p) => out.retain(|(q, _)| q != p),
+        }
+    }
+    out
+}
+
+/// How a path that exists is held in the launch's namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Bound read-only onto itself: unchangeable, and it cannot be removed or replaced.
+    ReadOnly,
+    /// Bound onto itself, still writable inside: it cannot be renamed away or removed (a
+    /// directory on the way to a protected path, or a main checkout's git dir).
+    InPlace,
+}
+
+/// A path held in the launch's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The real, absolute path.
+    pub path: PathBuf,
+    /// How.
+    pub hold: Hold,
+    /// Whether it is a directory (else a regular file).
+    pub is_dir: bool,
+    /// Why (for `landwall policy` and `check`).
+    pub reason: Cow<'static, str>,
+}
+
+/// A protected path that does not exist when the launch starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Absent {
+    /// The absolute path.
+    pub path: PathBuf,
+    /// The directory it lies under that the agent may write (the worktree, or the git dir
+    /// outside it): the sweep walks down from there and goes no higher.
+    pub base: PathBuf,
+    /// Why it is protected.
+    pub reason: Cow<'static, str>,
+}
+
+/// The protection of one launch: what is held in its namespace, in mount order (every
+/// directory before what lies in it), and what is swept if it appears.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    /// Held paths, parents first.
+    pub held: Vec<Held>,
+    /// Absent paths, swept when the agent exits.
+    pub absent: Vec<Absent>,
+}
+
+impl Protection {
+    /// Nothing to hold and nothing to sweep.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty() && self.absent.is_empty()
+    }
+
+    /// The held entry that is `path` or holds it read-only (for `landwall check`).
+    pub fn covering(&self, path: &Path) -> Option<&Held> {
+        self.held
+            .iter()
+            .filter(|h| h.hold == Hold::ReadOnly)
+            .find(|h| path == h.path || (h.is_dir && path.starts_with(&h.path)))
+    }
+
+    /// The absent entry that is `path` or holds it.
+    pub fn absent_covering(&self, path: &Path) -> Option<&Absent> {
+        self.absent
+            .iter()
+            .find(|a| path == a.path || path.starts_with(&a.path))
+    }
+}
+
+/// Why a protected path cannot be protected.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtectError {
+    /// It (or a directory on the way to it) is a symbolic link or a special file.
+    #[error("{} is a protected path ({reason}) but {what}, which cannot be made read-only: replace it with a plain file or directory, or remove it; to leave it unprotected, add \"!{rel}\" to `protect` in the system configuration file", path.display())]
+    Unprotectable {
+        /// The path found.
+        path: PathBuf,
+        /// The protected path, as listed.
+        rel: String,
+        /// Why it is protected.
+        reason: Cow<'static, str>,
+        /// What it is (`a symbolic link`, `a FIFO`, `on the way to it is a symbolic link`).
+        what: String,
+    },
+    /// It could not be examined.
+    #[error("examining the protected path {}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Resolves the protected paths of `list` for `worktree`: what exists is held, what does
+/// not is to be swept. A `.git/…` path is looked up in the worktree's own git dir; a plain
+/// path under the worktree's top level. A path that is, or lies under, a symbolic link or
+/// is a special file is refused: a link cannot be made read-only, and the program that
+/// reads the path would follow it.
+pub fn resolve(
+    worktree: &Worktree,
+    list: &[(String, Cow<'static, str>)],
+) -> Result<Protection, ProtectError> {
+    let root = worktree.root.as_path();
+    let git_dir: Option<&Path> = match &worktree.git {
+        GitLayout::Main { git_dir } | GitLayout::Linked { git_dir, .. } => Some(git_dir),
+        GitLayout::None => None,
+    };
+    let mut p = Protection::default();
+    for (rel, reason) in list {
+        let (base, sub): (&Path, &str) = match (rel.strip_prefix(".git/"), git_dir) {
+            (Some(sub), Some(g)) => {
+                if g.starts_with(root) {
+                    // The git dir inside the worktree (a main checkout): the whole path is
+                    // walked from the top level, so that `.git` itself is held too.
+                    (root, rel.as_str())
+                } else {
+                    (g, sub)
+                }
+            }
+            // No repository: a `.git` the agent creates is swept whole, with what is in it.
+            (Some(_), None) => continue,
+            (None, _) => (root, rel.as_str()),
+        };
+        walk(&mut p, base, sub, rel, reason.clone())?;
+    }
+    p.held.sort_by(|a, b| {
+        a.path
+            .components()
+            .count()
+            .cmp(&b.path.components().count())
+            .then_with(|| a.path.cmp(&b.path))
+    });
+    p.held.dedup_by(|b, a| {
+        // Keep the stronger hold of two entries for one path.
+        if a.path == b.path {
+            if b.hold == Hold::ReadOnly {
+                a.hold = Hold::ReadOnly;
+                a.reason = b.reason.clone();
+            }
+            true
+        } else {
+            false
+        }
+    });
+    // A path held read-only covers what lies under it: nothing under it needs its own mount
+    // (and a mount under a read-only one could not be made).
+    let ro: Vec<PathBuf> = p
+        .held
+        .iter()
+        .filter(|h| h.hold == Hold::ReadOnly && h.is_dir)
+        .map(|h| h.path.clone())
+        .collect();
+    p.held
+        .retain(|h| !ro.iter().any(|r| h.path != *r && h.path.starts_with(r)));
+    p.absent
+        .retain(|a| !ro.iter().any(|r| a.path.starts_with(r)));
+    p.absent.sort_by(|a, b| a.path.cmp(&b.path));
+    p.absent.dedup_by(|b, a| a.path == b.path);
+    Ok(p)
+}
+
+/// Walks `sub` down from `base`: every directory on the way is held in place, the path
+/// itself read-only (a main checkout's `.git` in place: git writes in it), or, from the
+/// first component that is missing, the path is absent.
+fn walk(
+    p: &mut Protection,
+    base: &Path,
+    sub: &str,
+    rel: &str,
+    reason: Cow<'static, str>,
+) -> Result<(), ProtectError> {
+    let parts: Vec<&OsStr> = Path::new(sub)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let mut at = base.to_path_buf();
+    for (i, part) in parts.iter().enumerate() {
+        at.push(part);
+        let last = i + 1 == parts.len();
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                p.absent.push(Absent {
+                    path: base.join(sub),
+                    base: base.to_path_buf(),
+                    reason: reason.clone(),
+                });
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(ProtectError::Io {
+                    path: at,
+                    source: e,
+                })
+            }
+        };
+        let ft = meta.file_type();
+        let unprotectable = |what: &str| ProtectError::Unprotectable {
+            path: at.clone(),
+            rel: rel.to_string(),
+            reason: reason.clone(),
+            what: what.to_string(),
+        };
+        if ft.is_symlink() {
+            return Err(unprotectable(if last {
+                "a symbolic link"
+            } else {
+                "a symbolic link on the way to it"
+            }));
+        }
+        if !last {
+            if !ft.is_dir() {
+                // A file where a directory would be: the path cannot exist. Nothing to hold.
+                return Ok(());
+            }
+            p.held.push(Held {
+                path: at.clone(),
+                hold: Hold::InPlace,
+                is_dir: true,
+                reason: Cow::Owned(format!("on the way to the protected {rel}")),
+            });
+            continue;
+        }
+        let is_dir = ft.is_dir();
+        if !is_dir && !ft.is_file() {
+            let what = if ft.is_fifo() {
+                "a FIFO"
+            } else if ft.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            };
+            return Err(unprotectable(what));
+        }
+        // A main checkout's `.git`: in place, not read-only (git writes into it).
+        let git_dir_itself =
+            rel == ".git" && is_dir && base.join(sub).as_os_str().as_bytes().ends_with(b"/.git");
+        p.held.push(Held {
+            path: at.clone(),
+            hold: if git_dir_itself {
+                Hold::InPlace
+            } else {
+                Hold::ReadOnly
+            },
+            is_dir,
+            reason: reason.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_plain_relative_paths() {
+        assert_eq!(Change::parse(".envrc"), Ok(Change::Add(".envrc".into())));
+        assert_eq!(
+            Change::parse("!.vscode/tasks.json"),
+            Ok(Change::Remove(".vscode/tasks.json".into()))
+        );
+        for bad in ["", "/etc", "a/../b", "./x", "a//b", "a/", "!", "x\ny"] {
+            assert!(Change::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_distinct() {
+        let mut seen = std::collections::BTreeSet::new();
+        for d in DEFAULTS {
+            assert!(check_relative(d.path).is_ok(), "{}", d.path);
+            assert!(seen.insert(d.path), "twice: {}", d.path);
+            assert!(!d.reason.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_configuration_adds_and_trims() {
+        let l = list(&[
+            Change::Add(".tool-versions".into()),
+            Change::Remove(".envrc".into()),
+        ]);
+        assert!(l.iter().any(|(p, _)| p == ".tool-versions"));
+        assert!(!l.iter().any(|(p, _)| p == ".envrc"));
+        assert!(l.iter().any(|(p, _)| p == ".git/hooks"));
+    }
+
+    fn tree() -> (crate::testutil::Scratch, PathBuf) {
+        let t = crate::testutil::Scratch::new("protect");
+        let root = t.0.clone();
+        (t, root)
+    }
+
+    #[test]
+    fn a_main_checkout_holds_its_git_dir_in_place_and_its_config_read_only() {
+        let (_t, root) = tree();
+        std::fs::create_dir_all(root.join(".git/hooks")).expect("mkdir");
+        std::fs::write(root.join(".git/config"), "").expect("config");
+        std::fs::create_dir_all(root.join(".vscode")).expect("mkdir");
+        std::fs::write(root.join(".vscode/tasks.json"), "{}").expect("tasks");
+        let wt = Worktree {
+            root: root.clone(),
+            git: GitLayout::Main {
+                git_dir: root.join(".git"),
+            },
+        };
+        let p = resolve(&wt, &list(&[])).expect("resolve");
+        let held: Vec<(String, Hold)> = p
+            .held
+            .iter()
+            .map(|h| {
+                (
+                    h.path
+                        .strip_prefix(&root)
+                        .expect("under")
+                        .display()
+                        .to_string(),
+                    h.hold,
+                )
+            })
+            .collect();
+        assert_eq!(
+            held,
+            [
+                (".git".to_string(), Hold::InPlace),
+                (".vscode".to_string(), Hold::InPlace),
+                (".git/config".to_string(), Hold::ReadOnly),
+                (".git/hooks".to_string(), Hold::ReadOnly),
+                (".vscode/tasks.json".to_string(), Hold::ReadOnly),
+            ]
+        );
+        let absent: Vec<_> = p.absent.iter().map(|a| a.path.clone()).collect();
+        assert!(absent.contains(&root.join(".envrc")));
+        assert!(absent.contains(&root.join(".git/commondir")));
+        assert!(absent.contains(&root.join(".vscode/settings.json")));
+        assert!(!absent.contains(&root.join(".git")));
+    }
+
+    #[test]
+    fn a_linked_worktree_holds_its_git_file_and_its_git_dirs_commondir() {
+        let (_t, top) = tree();
+        let root = top.join("wt");
+        let gd = top.join("repo/.git/worktrees/wt");
+        std::fs::create_dir_all(&root).expect("mkdir");
+        std::fs::create_dir_all(&gd).expect("mkdir");
+        std::fs::write(root.join(".git"), "gitdir: x\n").expect("git file");
+        std::fs::write(gd.join("commondir"), "../..\n").expect("commondir");
+        let wt = Worktree {
+            root: root.clone(),
+            git: GitLayout::Linked {
+                git_dir: gd.clone(),
+                common_dir: Some(top.join("repo/.git")),
+            },
+        };
+        let p = resolve(&wt, &list(&[])).expect("resolve");
+        assert!(p
+            .held
+            .iter()
+            .any(|h| h.path == root.join(".git") && h.hold == Hold::ReadOnly && !h.is_dir));
+        assert!(p
+            .held
+            .iter()
+            .any(|h| h.path == gd.join("commondir") && h.hold == Hold::ReadOnly));
+        assert!(p
+            .absent
+            .iter()
+            .any(|a| a.path == gd.join("config.worktree") && a.base == gd));
+    }
+
+    #[test]
+    fn a_link_cannot_be_protected() {
+        let (_t, root) = tree();
+        std::os::unix::fs::symlink("/etc/hostname", root.join(".envrc")).expect("link");
+        let wt = Worktree {
+            root: root.clone(),
+            git: GitLayout::None,
+        };
+        let e = resolve(&wt, &list(&[])).expect_err("a link");
+        assert!(matches!(e, ProtectError::Unprotectable { .. }), "{e}");
+        // Trimmed from the list, it is no longer looked at.
+        assert!(resolve(&wt, &list(&[Change::Remove(".envrc".into())])).is_ok());
+    }
+}
