@@ -61,6 +61,22 @@ pub const DEFAULTS: &[Default] = &[
         reason: "info/attributes picks the filters and diff drivers git runs",
     },
     Default {
+        path: ".git/worktrees/*/commondir",
+        reason: "names the common dir whose config and hooks git uses in that linked worktree",
+    },
+    Default {
+        path: ".git/worktrees/*/config.worktree",
+        reason: "read as config by git in that linked worktree where extensions.worktreeConfig is set",
+    },
+    Default {
+        path: ".git/modules/*/config",
+        reason: "a submodule's git config: git runs the commands it names in that submodule",
+    },
+    Default {
+        path: ".git/modules/*/hooks",
+        reason: "a submodule's hooks: git runs them in that submodule",
+    },
+    Default {
         path: ".envrc",
         reason: "direnv runs it on entering the directory",
     },
@@ -163,6 +179,11 @@ fn check_relative(path: &str) -> Result<(), String> {
         return Err("holds a control character".into());
     }
     for part in path.split('/') {
+        if part.contains(ANY) && part != ANY {
+            return Err(format!(
+                "has `{part}`: `*` stands only for a whole component (`.git/worktrees/*/commondir`)"
+            ));
+        }
         if part.is_empty() || part == "." || part == ".." {
             return Err(format!(
                 "has a `{part}` component: name a plain path relative to the worktree, such as `.vscode/tasks.json`"
@@ -171,6 +192,10 @@ fn check_relative(path: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `*` as a whole component stands for every entry that exists in that directory when the
+/// launch starts (`.git/worktrees/*/commondir`).
+const ANY: &str = "*";
 
 /// The protected paths of one configuration, relative, with their reasons: the defaults,
 /// plus the added, less the removed ones.
@@ -317,7 +342,10 @@ pub fn resolve(
             (Some(_), None) => continue,
             (None, _) => (root, rel.as_str()),
         };
-        walk(&mut p, base, sub, rel, reason.clone())?;
+        // (An error names the entry as listed, `*` and all: that is what `!` trims.)
+        for sub in expand(base, sub) {
+            walk(&mut p, base, &sub, rel, reason.clone())?;
+        }
     }
     p.held.sort_by(|a, b| {
         a.path
@@ -353,6 +381,42 @@ pub fn resolve(
     p.absent.sort_by(|a, b| a.path.cmp(&b.path));
     p.absent.dedup_by(|b, a| a.path == b.path);
     Ok(p)
+}
+
+/// `sub` with each `*` component replaced by every entry of that directory that exists (a
+/// pattern whose directory does not exist stands for nothing).
+fn expand(base: &Path, sub: &str) -> Vec<String> {
+    let Some((head, tail)) = sub
+        .split_once(&format!("/{ANY}/")[..])
+        .or_else(|| sub.strip_prefix(&format!("{ANY}/")[..]).map(|t| ("", t)))
+    else {
+        return vec![sub.to_string()];
+    };
+    let dir = if head.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(head)
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .flat_map(|n| {
+            let one = if head.is_empty() {
+                format!("{n}/{tail}")
+            } else {
+                format!("{head}/{n}/{tail}")
+            };
+            expand(base, &one)
+        })
+        .collect()
 }
 
 /// Walks `sub` down from `base`: every directory on the way is held in place, the path
@@ -496,6 +560,8 @@ mod tests {
         let (_t, root) = tree();
         std::fs::create_dir_all(root.join(".git/hooks")).expect("mkdir");
         std::fs::write(root.join(".git/config"), "").expect("config");
+        std::fs::create_dir_all(root.join(".git/worktrees/w1")).expect("mkdir");
+        std::fs::write(root.join(".git/worktrees/w1/commondir"), "../..\n").expect("commondir");
         std::fs::create_dir_all(root.join(".vscode")).expect("mkdir");
         std::fs::write(root.join(".vscode/tasks.json"), "{}").expect("tasks");
         let wt = Worktree {
@@ -526,12 +592,16 @@ mod tests {
                 (".vscode".to_string(), Hold::InPlace),
                 (".git/config".to_string(), Hold::ReadOnly),
                 (".git/hooks".to_string(), Hold::ReadOnly),
+                (".git/worktrees".to_string(), Hold::InPlace),
                 (".vscode/tasks.json".to_string(), Hold::ReadOnly),
+                (".git/worktrees/w1".to_string(), Hold::InPlace),
+                (".git/worktrees/w1/commondir".to_string(), Hold::ReadOnly),
             ]
         );
         let absent: Vec<_> = p.absent.iter().map(|a| a.path.clone()).collect();
         assert!(absent.contains(&root.join(".envrc")));
         assert!(absent.contains(&root.join(".git/commondir")));
+        assert!(absent.contains(&root.join(".git/worktrees/w1/config.worktree")));
         assert!(absent.contains(&root.join(".vscode/settings.json")));
         assert!(!absent.contains(&root.join(".git")));
     }

@@ -213,7 +213,35 @@ struct PolicyJson<'a> {
     network: NetJson<'a>,
     unix: UnixJson<'a>,
     env: EnvJson,
+    protected: Vec<ProtectedJson<'a>>,
     notes: &'a [String],
+}
+
+/// A protected path: how the launch keeps it (`read-only`, `in place`, or `swept if
+/// created`), and why.
+#[derive(Serialize)]
+struct ProtectedJson<'a> {
+    path: &'a Path,
+    hold: &'static str,
+    reason: &'a str,
+}
+
+fn protected_json(policy: &Policy) -> Vec<ProtectedJson<'_>> {
+    use landwall::protect::Hold;
+    let held = policy.protection.held.iter().map(|h| ProtectedJson {
+        path: &h.path,
+        hold: match h.hold {
+            Hold::ReadOnly => "read-only",
+            Hold::InPlace => "in place",
+        },
+        reason: &h.reason,
+    });
+    let absent = policy.protection.absent.iter().map(|a| ProtectedJson {
+        path: &a.path,
+        hold: "swept if created",
+        reason: &a.reason,
+    });
+    held.chain(absent).collect()
 }
 
 #[derive(Serialize)]
@@ -370,6 +398,7 @@ fn policy(
             allow_all: policy.unix.allow_all,
         },
         notes: &policy.notes,
+        protected: protected_json(&policy),
         env: EnvJson {
             set: policy
                 .env_defaults
@@ -454,6 +483,32 @@ fn render_policy(p: &PolicyJson<'_>, abi: Option<u32>) -> String {
         let _infallible = writeln!(s, "environment set: {}", p.env.set.join(" "));
     }
     let _infallible = writeln!(s, "environment dropped: {}", p.env.dropped.join(" "));
+    let _infallible = writeln!(
+        s,
+        "protected (in the launch's mount namespace; where it is refused, see doctor):"
+    );
+    let rel = |path: &Path| {
+        path.strip_prefix(p.worktree)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    };
+    for h in p.protected.iter().filter(|h| h.hold != "swept if created") {
+        let _infallible = writeln!(s, "  {:<17} {}  ({})", h.hold, rel(h.path), h.reason);
+    }
+    let swept: Vec<String> = p
+        .protected
+        .iter()
+        .filter(|h| h.hold == "swept if created")
+        .map(|h| rel(h.path))
+        .collect();
+    if !swept.is_empty() {
+        let _infallible = writeln!(
+            s,
+            "  swept if created  {}  (absent now: removed when the agent exits if it made them)",
+            swept.join(" ")
+        );
+    }
     for n in p.notes {
         let _infallible = writeln!(s, "note: {n}");
     }
@@ -520,15 +575,33 @@ fn check(
             here.join(p)
         };
         let d = policy.decide(&abs);
-        let line = match d.rule {
-            Some(r) => format!(
+        let held = policy.protection.covering(&d.resolved);
+        let swept = policy.protection.absent_covering(&d.resolved);
+        let line = match (d.rule, held, swept) {
+            (Some(_), Some(h), _) => format!(
+                "{:<17} {}  (protected {}: {}; read-only in the launch's mount namespace)\n",
+                "read-only",
+                p.display(),
+                h.path.display(),
+                h.reason
+            ),
+            (Some(r), None, Some(a)) => format!(
+                "{:<17} {}  (rule {}: {}; protected {}: {}; it does not exist now, and if the agent creates it, it is removed when the agent exits)\n",
+                r.access,
+                p.display(),
+                r.path.display(),
+                r.reason,
+                a.path.display(),
+                a.reason
+            ),
+            (Some(r), _, _) => format!(
                 "{:<17} {}  (rule {}: {})\n",
                 r.access,
                 p.display(),
                 r.path.display(),
                 r.reason
             ),
-            None => format!(
+            (None, _, _) => format!(
                 "{:<17} {}  (no rule covers {})\n",
                 "denied",
                 p.display(),

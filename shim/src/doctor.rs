@@ -488,7 +488,7 @@ fn home_exposure(policy: &Policy, home: &Path, out: &mut Vec<String>) -> bool {
 /// core.pager, aliases), as the policy grants them. For a linked worktree they lie in the
 /// common dir, read-only unless a broader grant (an open home) covers it; for a main
 /// worktree in its `.git`, inside the writable worktree.
-fn git_exposure(policy: &Policy, out: &mut Vec<String>) {
+fn git_exposure(policy: &Policy, ns: &std::io::Result<()>, out: &mut Vec<String>) {
     let (layout, dir) = match &policy.worktree.git {
         GitLayout::Main { git_dir } => ("main worktree", git_dir),
         GitLayout::Linked {
@@ -510,9 +510,11 @@ fn git_exposure(policy: &Policy, out: &mut Vec<String>) {
             (p, v)
         })
         .collect();
+    // A protected path is read-only in the launch's namespace, where there is one.
+    let held = |p: &Path| ns.is_ok() && policy.protection.covering(p).is_some();
     let writable: Vec<&(PathBuf, Option<(Access, String)>)> = meta
         .iter()
-        .filter(|(_, v)| v.as_ref().is_some_and(|(a, _)| a.writes()))
+        .filter(|(p, v)| v.as_ref().is_some_and(|(a, _)| a.writes()) && !held(p))
         .collect();
     if writable.is_empty() {
         let said: Vec<String> = meta
@@ -522,6 +524,7 @@ fn git_exposure(policy: &Policy, out: &mut Vec<String>) {
                     "{} ({})",
                     shown(p),
                     match v {
+                        _ if held(p) => "protected: read-only in the launch's mount namespace",
                         Some((a, _)) => access_word(*a),
                         None => "not readable",
                     }
@@ -554,7 +557,10 @@ fn git_exposure(policy: &Policy, out: &mut Vec<String>) {
         ));
     }
     let dotgit = policy.worktree.root.join(".git");
-    if layout == "linked worktree" && verdict(policy, &dotgit).is_some_and(|(a, _)| a.writes()) {
+    if layout == "linked worktree"
+        && verdict(policy, &dotgit).is_some_and(|(a, _)| a.writes())
+        && !held(&dotgit)
+    {
         out.push(format!(
             "note        {layout}: this worktree's own .git file stays writable: an agent can point it at a git dir it wrote, whose hooks or core.fsmonitor your next git command in this worktree would run outside the wall: check `cat .git` (or run `git worktree repair` from the main checkout) before using git here after a run"
         ));
@@ -634,11 +640,12 @@ fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>, me: Option<FileI
         Some(home) => home_exposure(policy, home, &mut out),
         None => false,
     };
-    git_exposure(policy, &mut out);
+    let ns = landwall::ns::probe(landwall::plan::running_as_root());
+    git_exposure(policy, &ns, &mut out);
+    out.push(protected_line(policy, &ns));
     out.push(terminals_line(policy));
     if let Some(q) = &policy.quarantine {
-        let root = landwall::plan::running_as_root();
-        out.push(match landwall::ns::probe(root) {
+        out.push(match &ns {
             Ok(()) => format!(
                 "namespace   a private mount namespace is available: {}/ is read-only to the agent, its new objects go to {}",
                 shown(&q.objects),
@@ -666,6 +673,39 @@ fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>, me: Option<FileI
             .map(|n| format!("note        {}", landwall::spool::printable(n))),
     );
     out
+}
+
+/// The protected paths: held read-only in the launch's namespace where there is one, or
+/// writable (the exposure) where it is refused.
+fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
+    let p = &policy.protection;
+    let rel = |path: &Path| {
+        path.strip_prefix(&policy.worktree.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    };
+    let ro: Vec<String> = p
+        .held
+        .iter()
+        .filter(|h| h.hold == landwall::protect::Hold::ReadOnly)
+        .map(|h| rel(&h.path))
+        .collect();
+    let ro = if ro.is_empty() {
+        "none exists now".to_string()
+    } else {
+        ro.join(", ")
+    };
+    let line = match ns {
+        Ok(()) => format!(
+            "protected   read-only in the launch's mount namespace: {ro}; {} absent now, removed when the agent exits if it creates them (`landwall policy` lists them)",
+            p.absent.len()
+        ),
+        Err(e) => format!(
+            "exposure    a private mount namespace is REFUSED here ({e}): the protected paths ({ro}) are writable by the agent, and what it plants there can run outside the wall; those it creates are still removed when it exits; protect_required = true refuses to launch instead"
+        ),
+    };
+    landwall::spool::printable(&line).into_owned()
 }
 
 /// Whether the agent can change what is at a path: write it (the policy's verdict on what
