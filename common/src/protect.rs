@@ -61,6 +61,10 @@ pub const DEFAULTS: &[Default] = &[
         reason: "info/attributes picks the filters and diff drivers git runs",
     },
     Default {
+        path: "*/.git",
+        reason: "a submodule's `.git` file: pointed at a git dir the agent wrote, your next `git status` at the top runs its hooks and core.fsmonitor in the submodule",
+    },
+    Default {
         path: ".git/worktrees/*/commondir",
         reason: "names the common dir whose config and hooks git uses in that linked worktree",
     },
@@ -437,11 +441,19 @@ fn walk(
         })
         .collect();
     let mut at = base.to_path_buf();
+    // Held only if the path itself is.
+    let mut on_the_way = Vec::new();
     for (i, part) in parts.iter().enumerate() {
         at.push(part);
         let last = i + 1 == parts.len();
         let meta = match std::fs::symlink_metadata(&at) {
             Ok(m) => m,
+            // A name a `*` stood for existed when the list was expanded; anything the
+            // agent makes beside it later is no protected path (a test's scratch
+            // repository, a new linked worktree), and is not swept.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && rel.contains(ANY) => {
+                return Ok(());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 p.absent.push(Absent {
                     path: base.join(sub),
@@ -476,7 +488,7 @@ fn walk(
                 // A file where a directory would be: the path cannot exist. Nothing to hold.
                 return Ok(());
             }
-            p.held.push(Held {
+            on_the_way.push(Held {
                 path: at.clone(),
                 hold: Hold::InPlace,
                 is_dir: true,
@@ -485,6 +497,11 @@ fn walk(
             continue;
         }
         let is_dir = ft.is_dir();
+        // `*/.git`: a submodule's (or nested worktree's) `.git` file; a nested repository's
+        // own `.git` directory is the agent's to work in.
+        if is_dir && rel.contains(ANY) && part.as_bytes() == b".git" {
+            return Ok(());
+        }
         if !is_dir && !ft.is_file() {
             let what = if ft.is_fifo() {
                 "a FIFO"
@@ -498,6 +515,7 @@ fn walk(
         // A main checkout's `.git`: in place, not read-only (git writes into it).
         let git_dir_itself =
             rel == ".git" && is_dir && base.join(sub).as_os_str().as_bytes().ends_with(b"/.git");
+        p.held.append(&mut on_the_way);
         p.held.push(Held {
             path: at.clone(),
             hold: if git_dir_itself {
@@ -561,6 +579,9 @@ mod tests {
         std::fs::create_dir_all(root.join(".git/hooks")).expect("mkdir");
         std::fs::write(root.join(".git/config"), "").expect("config");
         std::fs::create_dir_all(root.join(".git/worktrees/w1")).expect("mkdir");
+        std::fs::create_dir_all(root.join("nested/.git")).expect("mkdir");
+        std::fs::create_dir_all(root.join("sub")).expect("mkdir");
+        std::fs::write(root.join("sub/.git"), "gitdir: ../.git/modules/sub\n").expect("gitfile");
         std::fs::write(root.join(".git/worktrees/w1/commondir"), "../..\n").expect("commondir");
         std::fs::create_dir_all(root.join(".vscode")).expect("mkdir");
         std::fs::write(root.join(".vscode/tasks.json"), "{}").expect("tasks");
@@ -590,10 +611,12 @@ mod tests {
             [
                 (".git".to_string(), Hold::InPlace),
                 (".vscode".to_string(), Hold::InPlace),
+                ("sub".to_string(), Hold::InPlace),
                 (".git/config".to_string(), Hold::ReadOnly),
                 (".git/hooks".to_string(), Hold::ReadOnly),
                 (".git/worktrees".to_string(), Hold::InPlace),
                 (".vscode/tasks.json".to_string(), Hold::ReadOnly),
+                ("sub/.git".to_string(), Hold::ReadOnly),
                 (".git/worktrees/w1".to_string(), Hold::InPlace),
                 (".git/worktrees/w1/commondir".to_string(), Hold::ReadOnly),
             ]
@@ -601,7 +624,9 @@ mod tests {
         let absent: Vec<_> = p.absent.iter().map(|a| a.path.clone()).collect();
         assert!(absent.contains(&root.join(".envrc")));
         assert!(absent.contains(&root.join(".git/commondir")));
-        assert!(absent.contains(&root.join(".git/worktrees/w1/config.worktree")));
+        // What a `*` stands for is held where it exists, never swept.
+        assert!(!absent.contains(&root.join(".git/worktrees/w1/config.worktree")));
+        assert!(!absent.iter().any(|a| a.ends_with("nested/.git")));
         assert!(absent.contains(&root.join(".vscode/settings.json")));
         assert!(!absent.contains(&root.join(".git")));
     }
