@@ -1,7 +1,7 @@
 //! The watcher of a launch: a process started just before the wall goes up, and so outside
 //! it, that moves the objects the agent's git wrote into a linked worktree's quarantine
 //! ([`Quarantine`]) into the repository, and that sweeps, once the agent has exited, the
-//! protected paths that were absent at the start and that it created ([`sweep`]).
+//! protected paths that were absent at the start and that it created ([`sweep_absent`]).
 //!
 //! Invariants: the watcher is no child of the agent (it is detached into its own session,
 //! so no program of the agent waits for it or sees it), it holds none of the agent's
@@ -257,7 +257,7 @@ fn nearest_existing_dir(a: &Absent) -> Option<std::path::PathBuf> {
     Some(at)
 }
 
-/// A protected path the sweep found and removed.
+/// A protected path the sweep found and set aside.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Swept {
     /// What was removed.
@@ -266,8 +266,8 @@ pub struct Swept {
     pub protected: std::path::PathBuf,
     /// Why that path is protected.
     pub reason: String,
-    /// Where it is left if it could not be removed whole (renamed aside, harmless there).
-    pub left_at: Option<std::path::PathBuf>,
+    /// Where it is now: renamed aside in its own directory, where nothing reads it.
+    pub aside: std::path::PathBuf,
 }
 
 impl std::fmt::Display for Swept {
@@ -286,21 +286,18 @@ impl std::fmt::Display for Swept {
                 self.reason
             )
         };
-        match &self.left_at {
-            None => write!(f, "removed: {what}"),
-            Some(aside) => write!(
-                f,
-                "moved aside to {} (it could not be removed whole): {what}",
-                aside.display()
-            ),
-        }
+        write!(
+            f,
+            "{what}: moved aside to {}, where nothing runs it; look at it before you use it",
+            self.aside.display()
+        )
     }
 }
 
-/// Removes each protected path of `list` that exists now (it did not when the launch
+/// Sets aside each protected path of `list` that exists now (it did not when the launch
 /// started), and every symbolic link on the way to one. Walks down from each one's base by
-/// descriptor, never following a link; what it removes it first renames aside in its own
-/// directory (one step that ends its effect), then removes, directories with all they hold.
+/// descriptor, never following a link; a rename in its own directory is one step that ends
+/// its effect and loses nothing.
 pub fn sweep_absent(list: &[Absent]) -> Vec<Swept> {
     let mut out = Vec::new();
     for a in list {
@@ -342,12 +339,12 @@ fn sweep_one(a: &Absent) -> io::Result<Option<Swept>> {
         let kind = st.st_mode & libc::S_IFMT;
         let last = i + 1 == parts.len();
         if last || kind == libc::S_IFLNK {
-            let left_at = remove_aside(&dir, name.as_os_str(), kind == libc::S_IFDIR)?;
+            let aside = set_aside(&dir, name.as_os_str())?;
             return Ok(Some(Swept {
+                aside: at.with_file_name(aside),
                 path: at,
                 protected: a.path.clone(),
                 reason: a.reason.to_string(),
-                left_at: left_at.map(|n| a.path.with_file_name(n)),
             }));
         }
         if kind != libc::S_IFDIR {
@@ -364,15 +361,11 @@ fn sweep_one(a: &Absent) -> io::Result<Option<Swept>> {
     Ok(None)
 }
 
-/// Renames `name` in `dir` aside (`.<name>.landwall-swept-<pid>`, never over anything),
-/// then removes it. Returns the aside name if it could not be removed whole.
-fn remove_aside(
-    dir: &OwnedFd,
-    name: &std::ffi::OsStr,
-    is_dir: bool,
-) -> io::Result<Option<std::ffi::OsString>> {
-    let mut aside = std::ffi::OsString::from(".");
-    aside.push(name);
+/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>` (never over anything):
+/// under that name no program reads it, and nothing the agent wrote is lost. Returns the
+/// new name.
+fn set_aside(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<std::ffi::OsString> {
+    let mut aside = name.to_os_string();
     aside.push(format!(".landwall-swept-{}", std::process::id()));
     nix::fcntl::renameat2(
         dir,
@@ -381,70 +374,5 @@ fn remove_aside(
         aside.as_os_str(),
         nix::fcntl::RenameFlags::RENAME_NOREPLACE,
     )?;
-    let removed = if is_dir {
-        remove_tree(dir, &aside, 0)
-    } else {
-        nix::unistd::unlinkat(
-            dir,
-            aside.as_os_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        )
-        .map_err(io::Error::from)
-    };
-    match removed {
-        Ok(()) => Ok(None),
-        Err(e) => {
-            log::debug!("sweep: removing {}: {e}", aside.to_string_lossy());
-            Ok(Some(aside))
-        }
-    }
-}
-
-/// How deep [`remove_tree`] goes: deeper trees are left (renamed aside) whole.
-const MAX_DEPTH: usize = 64;
-
-/// Removes the directory `name` in `dir` and everything in it, by descriptor, following no
-/// link (a link is removed as itself).
-fn remove_tree(dir: &OwnedFd, name: &std::ffi::OsStr, depth: usize) -> io::Result<()> {
-    use nix::fcntl::{openat, OFlag};
-    if depth > MAX_DEPTH {
-        return Err(io::Error::other("too deep"));
-    }
-    let fd = openat(
-        dir,
-        name,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )?;
-    let mut listing = nix::dir::Dir::from_fd(fd.try_clone()?)?;
-    let mut names = Vec::new();
-    for entry in listing.iter() {
-        let entry = entry?;
-        let n = entry.file_name().to_bytes();
-        if n != b"." && n != b".." {
-            let is_dir = match entry.file_type() {
-                Some(t) => t == nix::dir::Type::Directory,
-                // A file system that does not say: asked of the entry itself.
-                None => nix::sys::stat::fstatat(
-                    &fd,
-                    entry.file_name(),
-                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-                )
-                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR),
-            };
-            names.push((
-                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(n).to_owned(),
-                is_dir,
-            ));
-        }
-    }
-    for (n, is_dir) in names {
-        if is_dir {
-            remove_tree(&fd, &n, depth + 1)?;
-        } else {
-            nix::unistd::unlinkat(&fd, n.as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir)?;
-        }
-    }
-    nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::RemoveDir)?;
-    Ok(())
+    Ok(aside)
 }

@@ -505,7 +505,7 @@ fn render_policy(p: &PolicyJson<'_>, abi: Option<u32>) -> String {
     if !swept.is_empty() {
         let _infallible = writeln!(
             s,
-            "  swept if created  {}  (absent now: removed when the agent exits if it made them)",
+            "  swept if created  {}  (absent now: set aside when the agent exits if it made them)",
             swept.join(" ")
         );
     }
@@ -586,7 +586,7 @@ fn check(
                 h.reason
             ),
             (Some(r), None, Some(a)) => format!(
-                "{:<17} {}  (rule {}: {}; protected {}: {}; it does not exist now, and if the agent creates it, it is removed when the agent exits)\n",
+                "{:<17} {}  (rule {}: {}; protected {}: {}; it does not exist now, and if the agent creates it, it is set aside (renamed, inert) when the agent exits)\n",
                 r.access,
                 p.display(),
                 r.path.display(),

@@ -698,11 +698,11 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
     };
     let line = match ns {
         Ok(()) => format!(
-            "protected   read-only in the launch's mount namespace: {ro}; {} absent now, removed when the agent exits if it creates them (`landwall policy` lists them)",
+            "protected   read-only in the launch's mount namespace: {ro}; {} absent now, set aside when the agent exits if it creates them (`landwall policy` lists them)",
             p.absent.len()
         ),
         Err(e) => format!(
-            "exposure    a private mount namespace is REFUSED here ({e}): the protected paths ({ro}) are writable by the agent, and what it plants there can run outside the wall; those it creates are still removed when it exits; protect_required = true refuses to launch instead"
+            "exposure    a private mount namespace is REFUSED here ({e}): the protected paths ({ro}) are writable by the agent, and what it plants there can run outside the wall; those it creates are still set aside when it exits; protect_required = true refuses to launch instead"
         ),
     };
     landwall::spool::printable(&line).into_owned()
