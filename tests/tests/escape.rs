@@ -116,6 +116,15 @@ impl Scene {
         c
     }
 
+    /// The attempt as the agent, behind the shim, where the private mount namespace is
+    /// refused (as by a security module or a container): the protected paths are then
+    /// writable, so this is how an earlier launch could have rewritten a `.git` file.
+    fn walled_unprotected(&self, attempt: &[OsString]) -> Command {
+        let mut c = self.cmd(landwall_e2e::helper());
+        c.args(["nounshare", "--"]).arg(self.shim()).args(attempt);
+        c
+    }
+
     /// The same attempt outside the wall.
     fn control(&self, attempt: &[OsString]) -> Command {
         let mut c = self.cmd(&attempt[0]);
@@ -1803,13 +1812,14 @@ fn scene_linked(scene: &Scene, linked_rel: &str) -> (PathBuf, PathBuf) {
 /// that the next launch's can be told apart.
 /// The planting launch runs with the most an agent could ever have had: an open home
 /// (`home = "open"`, the default before `private`), so that what it leaves in `$HOME` is
-/// what the next launch, under the default, must not trust.
+/// what the next launch, under the default, must not trust; and no private mount namespace
+/// (refused), so that the protected paths (`.git`) are writable to it.
 fn plant(scene: &Scene, dir: &Path, script: &str) {
     let open = scene.sb.root.join("open-home.toml");
     std::fs::write(&open, "home = \"open\"\n").expect("write config");
     let out = output(
         scene
-            .walled(&[os("/bin/sh"), os("-c"), os(script)])
+            .walled_unprotected(&[os("/bin/sh"), os("-c"), os(script)])
             .current_dir(dir)
             .env("LANDWALL_CONFIG", &open),
     );
@@ -1864,8 +1874,9 @@ fn gitdir_elsewhere(who: Who, target: impl FnOnce(&Scene) -> PathBuf, cfg: Optio
         c
     };
     let planted = target.join(format!("planted-{}", tag(&scene)));
+    // Planted where the namespace is refused (the `.git` file is protected otherwise).
     let out = output(
-        with_cfg(scene.walled(&[
+        with_cfg(scene.walled_unprotected(&[
             os("/bin/sh"),
             os("-c"),
             os(format!(
