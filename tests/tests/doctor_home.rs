@@ -99,9 +99,15 @@ fn private_home_shows_no_credential_store_or_other_repository() {
         "{git}"
     );
     config_claims_agree(&report, &app.join(".git/config"), false);
+    // Its own `.git` file is a protected path, read-only in the launch's namespace.
     assert!(
-        report.contains("this worktree's own .git file stays writable"),
+        !report.contains("this worktree's own .git file stays writable"),
         "{report}"
+    );
+    let protected = line(&report, "protected   ").unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        protected.contains("read-only in the launch's mount namespace: .git"),
+        "{protected}"
     );
     // Nothing sensitive in $HOME is writable (the rc file is read-only under the private home).
     let exposure = line(&report, "exposure    in ").unwrap_or_else(|| panic!("{report}"));
@@ -110,17 +116,19 @@ fn private_home_shows_no_credential_store_or_other_repository() {
         "{exposure}"
     );
 
-    // From the main checkout: its .git/config is in the writable worktree, and said once.
+    // From the main checkout: its .git/config lies in the writable worktree, but it is a
+    // protected path, read-only in the launch's namespace, and every line says so.
     let report = doctor(&sb, &app, "");
     assert!(line(&report, NOTHING).is_some(), "{report}");
-    let git = line(
-        &report,
-        "exposure    main worktree: the agent can write the repository's ",
-    )
-    .unwrap_or_else(|| panic!("{report}"));
-    assert!(git.contains("(grant: worktree)"), "{git}");
-    assert!(git.contains("git worktree add"), "{git}");
-    config_claims_agree(&report, &app.join(".git/config"), true);
+    let git = line(&report, "git meta    main worktree: ").unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        git.contains(&format!(
+            "{}/.git/config (protected: read-only in the launch's mount namespace)",
+            app.display()
+        )),
+        "{git}"
+    );
+    config_claims_agree(&report, &app.join(".git/config"), false);
 }
 
 #[test]
@@ -163,7 +171,8 @@ fn open_home_names_the_credential_stores_and_other_repositories() {
     let repos = line(&report, REPOS).unwrap_or_else(|| panic!("{report}"));
     assert!(repos.contains("~/src/other (read-write)"), "{repos}");
     assert!(!repos.contains("app-wt"), "{repos}");
-    config_claims_agree(&report, &app.join(".git/config"), true);
+    // There the config is a protected path of the launch, read-only in its namespace.
+    config_claims_agree(&report, &app.join(".git/config"), false);
 
     // The verdicts are the policy's: `deny` hides what it names.
     let denied = format!(
