@@ -26,7 +26,8 @@
 #   CARGO         cargo (default: cargo)
 #   TARGET_DIR    the cargo target dir (default: $CARGO_TARGET_DIR, else target/)
 #   LWK_ONLY      columns to run, space-separated (default: all five)
-#   LWK_TIMEOUT   seconds a guest may run (default: 900)
+#   LWK_TIMEOUT   seconds a guest may run (default: 1500: a TCG guest on a loaded 2-core
+#                 machine takes about 12 minutes; the limit is for a hang)
 #   LWK_REFRESH=1 pick the newest kernel packages again instead of the cached ones
 # Needs root (apt-get), qemu-system-x86, busybox-static, kmod, xz-utils, zstd and cpio: `make
 # test-kernels` installs them.
@@ -43,7 +44,7 @@ mkdir -p "$TARGET_DIR"
 TARGET_DIR=$(cd "$TARGET_DIR" && pwd -P)
 KDIR=$TARGET_DIR/kernels
 LOGS=$KDIR/logs
-TIMEOUT=${LWK_TIMEOUT:-900}
+TIMEOUT=${LWK_TIMEOUT:-1500}
 ALL_COLS=(host 6.1 6.12 7.x 6.12-nolandlock)
 read -r -a COLS <<<"${LWK_ONLY:-${ALL_COLS[*]}}"
 declare -A PROFILE=([host]=host [6.1]=abi2 [6.12]=abi6 [7.x]=abi9 [6.12-nolandlock]=nolandlock)
