@@ -696,13 +696,19 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
     } else {
         ro.join(", ")
     };
+    // Below ABI 6 signals are not scoped: the agent could kill the watcher that sweeps.
+    let killable = if landwall::wall::kernel_abi().is_ok_and(|abi| abi < 6) {
+        " (but below Landlock ABI 6 the agent can kill the watcher that does it)"
+    } else {
+        ""
+    };
     let line = match ns {
         Ok(()) => format!(
-            "protected   read-only in the launch's mount namespace: {ro}; {} absent now, set aside when the agent exits if it creates them (`landwall policy` lists them)",
+            "protected   read-only in the launch's mount namespace: {ro}; {} absent now, set aside when the agent exits if it creates them{killable} (`landwall policy` lists them)",
             p.absent.len()
         ),
         Err(e) => format!(
-            "exposure    a private mount namespace is REFUSED here ({e}): the protected paths ({ro}) are writable by the agent, and what it plants there can run outside the wall; those it creates are still set aside when it exits; protect_required = true refuses to launch instead"
+            "exposure    a private mount namespace is REFUSED here ({e}): the protected paths ({ro}) are writable by the agent, and what it plants there can run outside the wall; those it creates are still set aside when it exits{killable}; protect_required = true refuses to launch instead"
         ),
     };
     landwall::spool::printable(&line).into_owned()
