@@ -74,6 +74,7 @@ try aws cat "$HOME/.aws/credentials"
 try gh cat "$HOME/.config/gh/hosts.yml"
 try lshome ls "$HOME"
 try hook sh -c 'echo "echo planted by the agent" > "$HOME/src/app/.git/hooks/post-checkout"'
+try gitfile sh -c 'printf "gitdir: /tmp/a-git-dir-of-its-own\n" > .git'
 try object sh -c 'for o in "$0" "$1"; do chmod u+w "$o" 2>/dev/null; echo poisoned > "$o" || exit 1; done' "$2" "$3"
 try main cat "$HOME/src/app/README.md"
 try root ls /root
@@ -112,6 +113,7 @@ declare -A unix=(
     [gh]=$(perm -r "$home/.config/gh/hosts.yml")
     [lshome]=$(perm -r "$home")
     [hook]=$(perm -w "$app/.git/hooks")
+    [gitfile]=$(perm -w "$wt/.git")
     # 0444, but its owner may chmod it (and root ignores the mode).
     [object]=$( { [ "$(id -u)" -eq 0 ] || [ -O "$obj" ]; } && echo allow || echo deny)
     [main]=$(perm -r "$app/README.md")
@@ -176,6 +178,7 @@ row aws "read ~/.aws/credentials" denied
 row gh "read ~/.config/gh/hosts.yml" denied
 row lshome "list ~" denied
 row hook "plant a hook in the repository's .git/hooks" denied
+row gitfile "point the worktree's .git file at its own git dir" denied
 row object "rewrite an existing object in .git/objects" denied
 row main "read the main checkout's ~/src/app/README.md" denied
 row root "list /root" denied
