@@ -81,6 +81,10 @@ pub const DEFAULTS: &[Default] = &[
         reason: "a submodule's hooks: git runs them in that submodule",
     },
     Default {
+        path: "HEAD",
+        reason: "with objects/ and refs/ beside it, git takes the worktree for a bare repository (when `.git` is broken) and reads its config and hooks",
+    },
+    Default {
         path: ".envrc",
         reason: "direnv runs it on entering the directory",
     },

@@ -301,16 +301,62 @@ impl std::fmt::Display for Swept {
 pub fn sweep_absent(list: &[Absent]) -> Vec<Swept> {
     let mut out = Vec::new();
     for a in list {
-        match sweep_one(a) {
+        let mut opened = Vec::new();
+        let result = sweep_one(a, &mut opened);
+        // The modes the agent gave the directories on the way, as they were.
+        for (fd, mode) in opened.iter().rev() {
+            if let Err(e) = chmod_fd(fd, *mode) {
+                log::debug!("sweep: restoring a mode: {e}");
+            }
+        }
+        match result {
             Ok(Some(s)) => out.push(s),
             Ok(None) => {}
-            Err(e) => log::debug!("sweep of {}: {e}", a.path.display()),
+            // Said, not only logged: what could not be set aside may run outside the wall.
+            Err(e) => eprintln!(
+                "landwall: {}",
+                crate::spool::printable(&format!(
+                    "could not check or set aside the protected path {} ({}): {e}; if it exists now, the agent may have made it: look before you run anything there",
+                    a.path.display(),
+                    a.reason
+                ))
+            ),
         }
     }
     out
 }
 
-fn sweep_one(a: &Absent) -> io::Result<Option<Swept>> {
+/// Gives the owner (this process's user, as the agent is) read, write and search on the
+/// directory `name` in `dir` if it lacks any, and returns a descriptor of it and its old
+/// mode (for [`sweep_absent`] to restore). The agent may `chmod` its directories (Landlock
+/// does not restrict it) to keep the watcher, which holds no capability, out; as root it
+/// would not keep the user's own git out. The directory is opened without following a link
+/// and changed through that descriptor's `/proc/self/fd` name, so nothing but it changes.
+fn open_for_owner(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<(OwnedFd, u32)> {
+    use nix::fcntl::{openat, OFlag};
+    let fd = openat(
+        dir,
+        name,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let st = nix::sys::stat::fstat(&fd)?;
+    if st.st_uid != nix::unistd::geteuid().as_raw() {
+        return Err(io::Error::from_raw_os_error(libc::EACCES));
+    }
+    let mode = st.st_mode & 0o7777;
+    chmod_fd(&fd, mode | 0o700)?;
+    Ok((fd, mode))
+}
+
+/// `chmod` of exactly what `fd` (any descriptor, `O_PATH` too) is.
+fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+}
+
+fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<Swept>> {
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
     let Ok(rel) = a.path.strip_prefix(&a.base) else {
@@ -336,6 +382,16 @@ fn sweep_one(a: &Absent) -> io::Result<Option<Swept>> {
             Err(nix::errno::Errno::ENOENT) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
+        if i == 0 {
+            // The directory the rename happens in (and the way down) must be writable and
+            // searchable for the owner.
+            let st = nix::sys::stat::fstat(&dir)?;
+            if st.st_mode & 0o300 != 0o300 && st.st_uid == nix::unistd::geteuid().as_raw() {
+                let fd = dir.try_clone()?;
+                chmod_fd(&fd, (st.st_mode & 0o7777) | 0o700)?;
+                opened.push((fd, st.st_mode & 0o7777));
+            }
+        }
         let kind = st.st_mode & libc::S_IFMT;
         let last = i + 1 == parts.len();
         if last || kind == libc::S_IFLNK {
@@ -351,12 +407,12 @@ fn sweep_one(a: &Absent) -> io::Result<Option<Swept>> {
             // A file where a directory would be: the protected path cannot exist.
             return Ok(None);
         }
-        dir = openat(
-            &dir,
-            name.as_os_str(),
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        if st.st_mode & 0o700 != 0o700 {
+            let held = open_for_owner(&dir, name.as_os_str())?;
+            opened.push(held);
+        }
+        dir = openat(&dir, name.as_os_str(), flags, Mode::empty())?;
     }
     Ok(None)
 }
