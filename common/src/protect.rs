@@ -81,6 +81,14 @@ pub const DEFAULTS: &[Default] = &[
         reason: "a submodule's hooks: git runs them in that submodule",
     },
     Default {
+        path: ".git/modules/*/commondir",
+        reason: "names the directory whose config and hooks git uses in that submodule",
+    },
+    Default {
+        path: ".git/modules/*/config.worktree",
+        reason: "read as config by git in that submodule where extensions.worktreeConfig is set",
+    },
+    Default {
         path: "HEAD",
         reason: "with objects/ and refs/ beside it, git takes the worktree for a bare repository (when `.git` is broken) and reads its config and hooks",
     },
@@ -452,10 +460,13 @@ fn walk(
         let last = i + 1 == parts.len();
         let meta = match std::fs::symlink_metadata(&at) {
             Ok(m) => m,
-            // A name a `*` stood for existed when the list was expanded; anything the
-            // agent makes beside it later is no protected path (a test's scratch
-            // repository, a new linked worktree), and is not swept.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && rel.contains(ANY) => {
+            // `*/.git` stands for the submodules that exist: a `.git` the agent makes in a
+            // directory (a test's scratch repository) is not swept.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && rel.contains(ANY)
+                    && rel.ends_with("/.git") =>
+            {
                 return Ok(());
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -628,8 +639,9 @@ mod tests {
         let absent: Vec<_> = p.absent.iter().map(|a| a.path.clone()).collect();
         assert!(absent.contains(&root.join(".envrc")));
         assert!(absent.contains(&root.join(".git/commondir")));
-        // What a `*` stands for is held where it exists, never swept.
-        assert!(!absent.contains(&root.join(".git/worktrees/w1/config.worktree")));
+        // What a `*` stands for is held where it exists, and swept where it does not, but
+        // for a `.git`: a repository the agent makes is its own.
+        assert!(absent.contains(&root.join(".git/worktrees/w1/config.worktree")));
         assert!(!absent.iter().any(|a| a.ends_with("nested/.git")));
         assert!(absent.contains(&root.join(".vscode/settings.json")));
         assert!(!absent.contains(&root.join(".git")));
