@@ -107,6 +107,10 @@ pub enum State {
     Done,
     /// Refused, could not start, exited non-zero, was killed or timed out.
     Failed,
+    /// Ran, and changed a protected path of its worktree, which the drain put back (its
+    /// reason names the paths; its exit status is recorded as for any job). Kept in
+    /// failed/.
+    Tampered,
 }
 
 impl State {
@@ -117,6 +121,7 @@ impl State {
             State::Running => "running",
             State::Done => "done",
             State::Failed => "failed",
+            State::Tampered => "tampered",
         }
     }
 }
@@ -171,14 +176,14 @@ impl Spool {
             State::Queued => self.queue(),
             State::Running => self.running(),
             State::Done => self.done(),
-            State::Failed => self.failed(),
+            State::Failed | State::Tampered => self.failed(),
         }
     }
     /// The job file of `id` in `state`.
     pub fn job_file(&self, state: State, id: &str) -> PathBuf {
         self.dir(state).join(format!("{id}.toml"))
     }
-    /// The result file of `id` in `state` (done or failed).
+    /// The result file of `id` in `state` (done, failed or tampered).
     pub fn result_file(&self, state: State, id: &str) -> PathBuf {
         self.dir(state).join(format!("{id}.result.toml"))
     }
@@ -825,7 +830,7 @@ pub fn read_run_record(spool: &Spool, id: &str) -> Option<RunRecord> {
 pub struct JobResult {
     /// The job ID.
     pub id: String,
-    /// `done` or `failed`.
+    /// `done`, `failed` or `tampered`.
     pub state: State,
     /// The exit status, if the job (or its runner) exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -900,7 +905,7 @@ pub struct Stranded {
     pub id: String,
     /// Its run record, if one was written.
     pub run: Option<RunRecord>,
-    /// `Some(done|failed)` if its result was already recorded.
+    /// `Some(done|failed|tampered)` if its result was already recorded.
     pub finished: Option<State>,
 }
 
@@ -922,9 +927,11 @@ pub fn stranded(spool: &Spool) -> Result<Vec<Stranded>, SpoolError> {
     Ok(ids
         .into_iter()
         .map(|id| {
+            // The state the result records (tampered lives in failed/ too).
             let finished = [State::Done, State::Failed]
                 .into_iter()
-                .find(|s| spool.result_file(*s, &id).exists());
+                .find(|s| spool.result_file(*s, &id).exists())
+                .map(|s| recorded_state(spool, s, &id));
             Stranded {
                 run: read_run_record(spool, &id),
                 finished,
@@ -932,6 +939,17 @@ pub fn stranded(spool: &Spool) -> Result<Vec<Stranded>, SpoolError> {
             }
         })
         .collect())
+}
+
+/// The state the result of `id` in the directory of `dir_state` records, if it is one kept
+/// in that directory; else `dir_state`.
+fn recorded_state(spool: &Spool, dir_state: State, id: &str) -> State {
+    fs::read_to_string(spool.result_file(dir_state, id))
+        .ok()
+        .and_then(|t| toml::from_str::<JobResult>(&t).ok())
+        .map(|r| r.state)
+        .filter(|s| spool.dir(*s) == spool.dir(dir_state))
+        .unwrap_or(dir_state)
 }
 
 /// Removes leftovers in `tmp/` older than `age` (a submit or a daemon that died mid-write)
@@ -1008,7 +1026,7 @@ pub fn list(spool: &Spool) -> Result<Vec<JobInfo>, SpoolError> {
                 State::Queued | State::Running => name
                     .strip_suffix(".toml")
                     .filter(|_| !name.starts_with('.')),
-                State::Done | State::Failed => name.strip_suffix(".result.toml"),
+                State::Done | State::Failed | State::Tampered => name.strip_suffix(".result.toml"),
             };
             if let Some(id) = id {
                 ids.push(id.to_string());
@@ -1032,6 +1050,13 @@ pub fn list(spool: &Spool) -> Result<Vec<JobInfo>, SpoolError> {
                 State::Running => read_run_record(spool, &id).map(|r| r.started_at),
                 _ => result.as_ref().and_then(|r| r.started_at.clone()),
             };
+            // A result's own state, where it is one kept in this directory (tampered, in
+            // failed/).
+            let state = result
+                .as_ref()
+                .map(|r| r.state)
+                .filter(|s| spool.dir(*s) == dir)
+                .unwrap_or(state);
             out.push(JobInfo {
                 submitted_at: submitted_at(&id),
                 state,
@@ -1501,6 +1526,48 @@ mod tests {
         assert_eq!(queued(&spool).expect("queue"), [QueueEntry::Job(a)]);
         assert!(spool.job_file(State::Failed, &b).exists());
         assert!(stranded(&spool).expect("stranded").is_empty());
+    }
+
+    #[test]
+    fn a_tampered_job_is_kept_in_failed_and_listed_as_tampered() {
+        let s = Scratch::new("tampered");
+        let spool = s.spool();
+        let a = submit(&spool, &raw("/w/a", &["x"])).expect("submit");
+        let b = submit(&spool, &raw("/w/b", &["x"])).expect("submit");
+        assert!(claim(&spool, &a).expect("claim"));
+        assert!(claim(&spool, &b).expect("claim"));
+        let result = |id: &str| JobResult {
+            id: id.to_string(),
+            state: State::Tampered,
+            exit_code: Some(0),
+            signal: None,
+            reason: Some("tampered: .envrc created (restored)".into()),
+            started_at: Some(rfc3339(SystemTime::now())),
+            ended_at: rfc3339(SystemTime::now()),
+            duration_secs: Some(0.5),
+        };
+        finish(&spool, &result(&a)).expect("finish");
+        assert!(spool.job_file(State::Failed, &a).exists());
+        assert!(spool.result_file(State::Failed, &a).exists());
+        let text = fs::read_to_string(spool.result_file(State::Failed, &a)).expect("read");
+        assert!(text.contains("state = \"tampered\""), "{text}");
+        // b's result made it to disk, its move did not: completed as tampered.
+        let text = toml::to_string(&result(&b)).expect("toml");
+        fs::write(spool.result_file(State::Tampered, &b), text).expect("write");
+        let found = stranded(&spool).expect("stranded");
+        assert_eq!(found[0].finished, Some(State::Tampered));
+        complete_move(&spool, &b, State::Tampered).expect("complete");
+        let info = list(&spool).expect("list");
+        assert_eq!(
+            info.iter().map(|j| j.state).collect::<Vec<_>>(),
+            [State::Tampered, State::Tampered]
+        );
+        assert_eq!(
+            info[0].reason.as_deref(),
+            Some("tampered: .envrc created (restored)")
+        );
+        assert_eq!(info[0].exit_code, Some(0));
+        assert_eq!(State::Tampered.as_str(), "tampered");
     }
 
     #[test]

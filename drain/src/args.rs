@@ -26,6 +26,14 @@ Jobs and their caps:
   ([drain] log_max, default 64M) always holds; a job that reaches a cap ends `failed`, naming
   it. With less room on the spool's file system than a job's log cap, nothing is claimed.
 
+Protected paths:
+  Before each job the daemon copies the protected paths of its worktree (git hooks and
+  config, `.envrc`, `.husky/`, agents' settings: see `protect` in the configuration); once
+  all of the job is over it compares them, puts back what the job changed, created or
+  removed, and records the job `tampered`, naming the paths (its exit status is recorded
+  as ever). A job whose protected paths are too large to copy (1M a file, 16M in all) is
+  not started.
+
 Signals:
   SIGTERM, SIGINT  stop claiming; running jobs get the grace period (`[drain] grace`, default
                    30s), then SIGTERM to every process of theirs and 5s later a kill of all of
@@ -52,7 +60,7 @@ Spool layout, job file format and results: see docs/drain.md.";
 /// Jobs are queued with `landwall submit` and listed with `landwall jobs`. Each runs in its
 /// own process group behind a Landlock wall built for its worktree by the same code as the
 /// `landwall` shim; its output goes to `logs/ID.log` in the spool and its result to done/ or
-/// failed/.
+/// failed/ (failed, or tampered: it changed a protected path, which the daemon put back).
 #[derive(Debug, Parser)]
 #[command(
     name = "landwall-drain",

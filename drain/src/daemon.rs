@@ -9,6 +9,10 @@
 //! the lock; put back (or complete) jobs a dead daemon left in running/, after killing what
 //! is left of their process groups; watch queue/ and the signals; tell systemd READY=1.
 //!
+//! Each job: its file and worktree checked, its worktree's protected paths copied
+//! ([`sweep`]), its runner started; once all of it is over, the protected paths compared and
+//! put back, and its result written (`tampered` if it changed any).
+//!
 //! The loop wakes only on an event (a signal, an inotify event on queue/, a job's exit) or
 //! a deadline (a job's timeout, the end of the grace period, SIGKILL after SIGTERM); an
 //! idle daemon sleeps in `poll(2)` with no timeout.
@@ -23,6 +27,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::errno::Errno;
@@ -48,6 +53,7 @@ use crate::notify::Notifier;
 use crate::offlimits::{self, Own};
 use crate::procs::{self, signal_group};
 use crate::selfwall::{self, FLAG};
+use crate::sweep::{self, Snapshot};
 
 /// How long after SIGTERM a job's process group gets SIGKILL.
 const KILL_AFTER: Duration = Duration::from_secs(5);
@@ -162,6 +168,8 @@ struct Live {
     jobs: usize,
     /// The caps of every job, and the most a job may ask for.
     caps: JobCaps,
+    /// The configuration's `protect` entries: the protected paths the sweep records.
+    protect: Vec<landwall::protect::Change>,
 }
 
 impl Live {
@@ -186,6 +194,7 @@ impl Live {
         let jobs = jobs_cli.or(config.drain.jobs).unwrap_or(1);
         Ok(Live {
             caps: limits::with_defaults(config.drain.caps),
+            protect: config.protect.clone(),
             roots,
             allow_uids,
             grace: config.drain.grace,
@@ -503,6 +512,11 @@ struct Running {
     cgroup: Option<PathBuf>,
     /// The caps it runs under.
     caps: JobCaps,
+    /// Its worktree (the real path the daemon checked).
+    worktree: PathBuf,
+    /// Its worktree's protected paths as they were before it started (shared with the
+    /// other jobs running in the same worktree: the state before any of them started).
+    snapshot: Rc<Snapshot>,
 }
 
 impl Running {
@@ -718,7 +732,17 @@ impl Daemon {
                 .flatten()
         });
         let id = r.id.clone();
+        // Nothing of the job runs any more (its keeper ended all of it, its cgroup is
+        // empty): what it changed among its worktree's protected paths is put back now, and
+        // recorded.
+        let found = r.snapshot.sweep();
+        let tampered = (!found.is_empty()).then(|| sweep::describe(&found));
+        if let Some(t) = &tampered {
+            log::warn!("job {id}: {}", printable(t));
+        }
+        // A job that tampered is recorded, not run again.
         if self.stopping.is_some()
+            && tampered.is_none()
             && not_started.is_none()
             && !r.timed_out
             && (r.stop_signalled || status.signal().is_some())
@@ -748,6 +772,18 @@ impl Daemon {
         let started = reason
             .as_deref()
             .is_none_or(|r| !r.starts_with("not started"));
+        // Tampered whatever else happened; the exit status is recorded as ever, and any
+        // other reason follows the paths.
+        let (state, reason) = match tampered {
+            Some(t) => (
+                State::Tampered,
+                Some(match reason {
+                    Some(why) => format!("{t}; {why}"),
+                    None => t,
+                }),
+            ),
+            None => (state, reason),
+        };
         let result = JobResult {
             id: id.clone(),
             state,
@@ -761,6 +797,7 @@ impl Daemon {
         spool::finish(&self.spool, &result)?;
         match (state, reason) {
             (State::Done, _) => log::info!("job {id}: done ({how}, {})", human(duration)),
+            (State::Tampered, _) => log::warn!("job {id}: tampered ({how}, {})", human(duration)),
             (_, Some(why)) => log::warn!("job {id}: failed ({how}): {}", printable(&why)),
             _ => log::warn!("job {id}: failed ({how}, {})", human(duration)),
         }
@@ -942,7 +979,14 @@ impl Daemon {
                 return Ok(());
             }
         };
-        match self.spawn(&id, &spec, &worktree, &caps) {
+        let snapshot = match self.snapshot(&worktree) {
+            Ok(s) => s,
+            Err(why) => {
+                self.refuse(&id, format!("not started: {why}"))?;
+                return Ok(());
+            }
+        };
+        match self.spawn(&id, &spec, &worktree, &caps, snapshot) {
             Ok(r) => {
                 log::info!(
                     "job {id}: started (process group {}) in {}: {:?}",
@@ -976,6 +1020,22 @@ impl Daemon {
         Ok(())
     }
 
+    /// The protected paths of `worktree` as they are before a job starts there, for the
+    /// sweep after it ([`sweep`]). While another job runs in the same worktree, its
+    /// snapshot is shared: the protected paths may be that job's doing by now, and what they
+    /// were before either started is what both jobs' sweeps put back. An error (a protected
+    /// path that is a link, or too large to keep a copy of) is one line; the job is not
+    /// started.
+    fn snapshot(&self, worktree: &Path) -> Result<Rc<Snapshot>, String> {
+        if let Some(r) = self.running.iter().find(|r| r.worktree == worktree) {
+            return Ok(r.snapshot.clone());
+        }
+        // As the runner finds it: the daemon's checked real path is the override.
+        let wt =
+            landwall::worktree::discover(worktree, Some(worktree)).map_err(|e| e.to_string())?;
+        Snapshot::take(&wt, &self.live.protect).map(Rc::new)
+    }
+
     /// Parse → validate: the job file, its fields, its worktree.
     fn check(&self, id: &str) -> Result<(JobSpec, PathBuf, JobCaps), Rejected> {
         let text = spool::read_job_file(
@@ -994,6 +1054,7 @@ impl Daemon {
         spec: &JobSpec,
         worktree: &Path,
         caps: &JobCaps,
+        snapshot: Rc<Snapshot>,
     ) -> io::Result<Running> {
         let cgroup = match &self.cgroups {
             Some(c) => Some(c.create(id, caps).map_err(|e| {
@@ -1004,7 +1065,7 @@ impl Daemon {
             })?),
             None => None,
         };
-        match self.spawn_runner(id, spec, worktree, caps, cgroup.clone()) {
+        match self.spawn_runner(id, spec, worktree, caps, cgroup.clone(), snapshot) {
             Ok(r) => Ok(r),
             Err(e) => {
                 if let Some(dir) = &cgroup {
@@ -1022,6 +1083,7 @@ impl Daemon {
         worktree: &Path,
         caps: &JobCaps,
         cgroup: Option<PathBuf>,
+        snapshot: Rc<Snapshot>,
     ) -> io::Result<Running> {
         let log = OpenOptions::new()
             .create(true)
@@ -1094,6 +1156,8 @@ impl Daemon {
             backstop_at: None,
             cgroup,
             caps: *caps,
+            worktree: worktree.to_path_buf(),
+            snapshot,
         };
         if let Err(e) = spool::write_run_record(&self.spool, id, &record) {
             // Without it a dead daemon's successor cannot kill this job's leftovers; the

@@ -16,6 +16,7 @@ mod offlimits;
 mod procs;
 mod runner;
 mod selfwall;
+mod sweep;
 
 use std::process::ExitCode;
 

@@ -163,6 +163,12 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
             )),
         }));
     }
+    // The protected paths that do not exist now are not swept by the launch's watcher: the
+    // daemon compares every protected path of the worktree once all of the job is over,
+    // puts back what changed and records the job `tampered`, naming the paths. A watcher
+    // that removed them first would leave the daemon nothing to see, and the job's result
+    // would not say what it did. (Held paths stay held where the namespace can be had.)
+    policy.protection.absent.clear();
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
         allow.extend(config.agent(&args.agent).env_allow.iter().cloned());

@@ -79,8 +79,8 @@ enum Command {
     /// Queue a job for landwall-drain: the command runs later, walled into the worktree.
     /// Prints the job ID.
     Submit(crate::jobs::SubmitArgs),
-    /// List the drain spool's jobs: ID, state (queued, running, done, failed), exit status,
-    /// times.
+    /// List the drain spool's jobs: ID, state (queued, running, done, failed, tampered),
+    /// exit status, times.
     Jobs(crate::jobs::JobsArgs),
     /// Put the shim directory first on PATH in your shell startup files, or take it out
     /// again: `landwall shim enable --user`, `landwall shim disable --user`.

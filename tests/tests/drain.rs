@@ -1207,20 +1207,39 @@ fn escape_git_file_points_a_job_at_the_spool() {
             };
             // First run: the job points its worktree's `.git` at the spool (its own
             // worktree is writable to it) …
-            let first = d.submit_sh(&a, &format!("printf 'gitdir: %s\\n' {gitdir:?} > .git"));
-            // … so that the next job in the same worktree would get the spool as "the
-            // submodule's git dir" and queue a job of its own.
+            let first = d.submit_sh(
+                &a,
+                &format!("printf 'gitdir: %s\\n' {gitdir:?} > .git; echo wrote=$?"),
+            );
+            d.once_with_token(flag);
+            assert!(
+                d.log_of(&first).contains("wrote=0"),
+                "premise: the first job wrote .git: {}",
+                d.log_of(&first)
+            );
+            // … which the drain's sweep takes away again (`.git` is a protected path that
+            // did not exist), recording the job `tampered` …
+            let (_, r) = d.expect_result(&first);
+            assert_eq!(
+                r.get("state").map(String::as_str),
+                Some("tampered"),
+                "{r:?}"
+            );
+            assert!(
+                r.get("reason").is_some_and(|w| w.contains(".git created")),
+                "{r:?}"
+            );
+            assert!(fs::symlink_metadata(a.join(".git")).is_err(), "{r:?}");
+            // … and should such a file be there all the same (written while no daemon
+            // looked; here by hand), the next job in the same worktree would get the spool
+            // as "the submodule's git dir" and queue a job of its own.
+            fs::write(a.join(".git"), format!("gitdir: {}\n", gitdir.display()))
+                .expect("write .git");
             let second = d.submit_sh(
                 &a,
                 "echo ran > second-ran; cp forged.toml \"$(sed 's/^gitdir: //' .git)\"/zz-forged.toml 2>/dev/null; cp forged.toml .git-target-queue/zz-forged.toml 2>/dev/null; true",
             );
             let out = d.once_with_token(flag);
-            assert_eq!(
-                fs::read_to_string(a.join(".git")).expect(".git"),
-                format!("gitdir: {}\n", gitdir.display()),
-                "premise: the first job rewrote .git"
-            );
-            assert_eq!(d.expect_result(&first).0, "done");
             let (state, r) = d.expect_result(&second);
             let reason = r.get("reason").cloned().unwrap_or_default();
             assert_eq!(state, "failed", "{target:?} {flag:?}: {r:?}");
@@ -1439,29 +1458,49 @@ fn jobs_prints_no_raw_control_characters() {
     let wt = d.wt("w");
     let title = "\x1b]0;pwned\x07";
     let clear = "\x1b[2J";
-    // A job whose arguments hold the sequences, and that writes them into its `.git` file,
-    // which the next job's failure reason quotes.
+    // A job whose arguments hold the sequences, and that names a file with them in a
+    // protected directory, which its `tampered` reason names; and that writes them into its
+    // `.git` file, which the drain's sweep removes as well.
+    fs::create_dir_all(wt.join(".husky")).expect("mkdir .husky");
     let first = d.submit(
         &wt,
         &[],
         &[
             "sh",
             "-c",
-            "printf 'gitdir: /nonexistent%s%s\\n' \"$1\" \"$2\" > .git",
+            "printf 'gitdir: /nonexistent%s%s\\n' \"$1\" \"$2\" > .git; touch \".husky/$1$2\"",
             "sh",
             title,
             clear,
         ],
     );
+    // Run by a walled daemon: its wall refuses the job a mount namespace, so `.husky` is
+    // writable to the job (the sweep's record is all there is).
+    let first_out = run(d.drain().arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1"));
+    assert!(first_out.status.success(), "{}", stderr(&first_out));
+    // Such a `.git` file there all the same (here by hand): the next job's failure reason
+    // quotes it.
+    fs::write(
+        wt.join(".git"),
+        format!("gitdir: /nonexistent{title}{clear}\n"),
+    )
+    .expect("write .git");
     let second = d.submit(&wt, &[], &["echo", title, clear]);
     let out = d.once();
-    assert_eq!(d.expect_result(&first).0, "done");
-    assert_eq!(d.expect_result(&second).0, "failed");
-    assert!(
-        !stderr(&out).contains('\x1b'),
-        "the daemon's log: {:?}",
-        stderr(&out)
+    let (_, r) = d.expect_result(&first);
+    assert_eq!(
+        r.get("state").map(String::as_str),
+        Some("tampered"),
+        "{r:?}"
     );
+    assert_eq!(d.expect_result(&second).0, "failed");
+    for out in [&first_out, &out] {
+        assert!(
+            !stderr(out).contains('\x1b'),
+            "the daemon's log: {:?}",
+            stderr(out)
+        );
+    }
 
     let raw = |args: &[&str]| -> Vec<u8> {
         let out = run(d.sb.landwall().args(args).arg("--spool").arg(d.spool()));
@@ -1499,9 +1538,25 @@ fn jobs_prints_no_raw_control_characters() {
         .to_string();
     if reason.contains('\x1b') {
         // The reason quotes the `.git` file: the table shows it escaped.
-        let table = String::from_utf8(table).expect("utf-8");
+        let table = String::from_utf8(table.clone()).expect("utf-8");
         assert!(table.contains("\\e]0;pwned\\x07"), "{table}");
     }
+    // The tampered job's reason names the file it made, sequences and all.
+    let reason = jobs
+        .iter()
+        .find(|j| j["id"] == first.as_str())
+        .and_then(|j| j["reason"].as_str())
+        .expect("reason")
+        .to_string();
+    assert!(
+        reason.contains(&format!(".husky/{title}{clear} created")),
+        "{reason:?}"
+    );
+    let table = String::from_utf8(table).expect("utf-8");
+    assert!(
+        table.contains(".husky/\\e]0;pwned\\x07\\e[2J created"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -2243,4 +2298,353 @@ fn jobs_get_the_default_action_of_sigxfsz() {
         !signals(&log, "SigIgn:").contains(&(libc::SIGPIPE as u32)),
         "{log}"
     );
+}
+
+// ---- The drain sweeps the protected paths after each job (issue 19).
+
+/// A job script that plants a pre-commit hook and a `core.fsmonitor` in the worktree's git
+/// dir, each of which writes `marker` when git runs it outside the wall; it says
+/// `hook=STATUS` and `config=STATUS`.
+fn plant_hook_and_fsmonitor(marker: &Path) -> String {
+    format!(
+        "printf '#!/bin/sh\\ntouch {m}-hook\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; echo hook=$?; \
+         printf '[core]\\n\\tfsmonitor = \"touch {m}-fsmonitor; false\"\\n' >> .git/config; echo config=$?",
+        m = marker.display()
+    )
+}
+
+/// Whether git, run in `wt` outside any wall, ran what the script above planted: `git
+/// status` (core.fsmonitor) and a commit (the pre-commit hook).
+fn planted_ran(d: &Drain, wt: &Path, marker: &Path) -> bool {
+    d.sb.git(wt, &["status", "--porcelain"]);
+    d.sb.git(
+        wt,
+        &["commit", "-q", "--allow-empty", "-m", "after the job"],
+    );
+    let ran = |what: &str| Path::new(&format!("{}-{what}", marker.display())).exists();
+    ran("fsmonitor") || ran("hook")
+}
+
+fn result_state_and_reason(d: &Drain, id: &str) -> (String, String) {
+    let (_, r) = d.expect_result(id);
+    (
+        r.get("state").cloned().unwrap_or_default(),
+        r.get("reason").cloned().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn a_job_that_plants_a_hook_is_recorded_tampered_and_the_hook_is_gone() {
+    let d = Drain::new("drain-tamper-hook");
+    // Control: the same script run by itself in a checkout: git runs what it planted.
+    let control = d.wt("control");
+    d.sb.git(&control, &["init", "-q"]);
+    let control_marker = d.sb.root.join("control-ran");
+    let out = run(Command::new("sh")
+        .args(["-c", &plant_hook_and_fsmonitor(&control_marker)])
+        .current_dir(&control));
+    assert!(stdout(&out).contains("hook=0") && stdout(&out).contains("config=0"));
+    assert!(
+        planted_ran(&d, &control, &control_marker),
+        "control: git did not run what was planted"
+    );
+
+    // As a job of a walled daemon: its wall refuses the job a mount namespace, so the
+    // protected paths are as writable to the job as the rest of its worktree.
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    d.sb.git(&wt, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let config_before = fs::read(wt.join(".git/config")).expect("config");
+    let marker = d.sb.root.join("job-ran");
+    let id = d.submit_sh(&wt, &plant_hook_and_fsmonitor(&marker));
+    let mut c = d.drain();
+    c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
+    let out = run(&mut c);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = d.log_of(&id);
+    assert!(
+        log.contains("hook=0") && log.contains("config=0"),
+        "premise: the job wrote both: {log}\n{}",
+        stderr(&out)
+    );
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "tampered", "{reason}\n{}", stderr(&out));
+    assert!(
+        reason.starts_with("tampered: ")
+            && reason.ends_with("(restored)")
+            && !reason.contains("NOT restored"),
+        "{reason}"
+    );
+    for named in [".git/hooks/pre-commit created", ".git/config changed"] {
+        assert!(reason.contains(named), "{named}: {reason}");
+    }
+    let (_, r) = d.expect_result(&id);
+    assert_eq!(r.get("exit_code").map(String::as_str), Some("0"), "{r:?}");
+    assert!(
+        stderr(&out).contains(&format!("job {id}: tampered")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !wt.join(".git/hooks/pre-commit").exists(),
+        "the hook is still there"
+    );
+    assert_eq!(
+        fs::read(wt.join(".git/config")).expect("config"),
+        config_before,
+        ".git/config is not what it was"
+    );
+    assert!(
+        !planted_ran(&d, &wt, &marker),
+        "git ran what the job planted"
+    );
+
+    // `landwall jobs` shows the state and the paths.
+    let table = stdout(&run(d
+        .sb
+        .landwall()
+        .args(["jobs", "--spool"])
+        .arg(d.spool())));
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains(" tampered "), "{table}");
+    assert!(line.contains("exit 0"), "{table}");
+    assert!(line.contains(".git/hooks/pre-commit created"), "{table}");
+    let json = stdout(&run(d
+        .sb
+        .landwall()
+        .args(["jobs", "--json", "--spool"])
+        .arg(d.spool())));
+    assert!(json.contains("\"state\": \"tampered\""), "{json}");
+    assert!(json.contains(".git/config changed"), "{json}");
+}
+
+#[test]
+fn a_job_that_creates_an_absent_protected_path_is_recorded_tampered() {
+    let d = Drain::new("drain-tamper-absent");
+    let script = "printf 'touch envrc-ran\\n' > .envrc; echo envrc=$?; \
+                  printf '/elsewhere/.git\\n' > .git/commondir; echo commondir=$?";
+    // Control: by itself, the script leaves both files.
+    let control = d.wt("control");
+    d.sb.git(&control, &["init", "-q"]);
+    let out = run(Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&control));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(control.join(".envrc").exists() && control.join(".git/commondir").exists());
+
+    // A job of a root daemon without its own wall: a path that does not exist cannot be
+    // held in the job's namespace, so the job creates it.
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    let id = d.submit_sh(&wt, script);
+    let out = d.once();
+    let log = d.log_of(&id);
+    assert!(
+        log.contains("envrc=0") && log.contains("commondir=0"),
+        "premise: {log}"
+    );
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "tampered", "{reason}\n{}", stderr(&out));
+    for named in [".envrc created", ".git/commondir created"] {
+        assert!(reason.contains(named), "{named}: {reason}");
+    }
+    assert!(fs::symlink_metadata(wt.join(".envrc")).is_err());
+    assert!(fs::symlink_metadata(wt.join(".git/commondir")).is_err());
+    d.sb.git(&wt, &["status", "--porcelain"]);
+}
+
+#[test]
+fn a_link_planted_at_an_absent_protected_path_is_removed_and_its_target_untouched() {
+    let d = Drain::new("drain-tamper-link");
+    let target = d.sb.outside().join("target.sh");
+    fs::write(&target, "echo untouched\n").expect("target");
+    let target_dir = d.sb.outside().join("vscode");
+    fs::create_dir_all(&target_dir).expect("mkdir");
+    fs::write(target_dir.join("tasks.json"), "{}\n").expect("tasks");
+    let script = format!(
+        "ln -s {t} .envrc; echo envrc=$?; ln -s {v} .vscode; echo vscode=$?",
+        t = target.display(),
+        v = target_dir.display()
+    );
+    // Control: by itself, the script leaves both links, and `.vscode/tasks.json` is read
+    // from outside the worktree.
+    let control = d.wt("control");
+    let out = run(Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&control));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(control.join(".envrc")).expect("through the link"),
+        "echo untouched\n"
+    );
+    assert!(control.join(".vscode/tasks.json").exists());
+
+    let wt = d.wt("w");
+    let id = d.submit_sh(&wt, &script);
+    let out = d.once();
+    let log = d.log_of(&id);
+    assert!(
+        log.contains("envrc=0") && log.contains("vscode=0"),
+        "premise: {log}"
+    );
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "tampered", "{reason}\n{}", stderr(&out));
+    assert!(reason.contains(".envrc created"), "{reason}");
+    assert!(
+        reason.contains(".vscode created (a symbolic link on the way to .vscode/"),
+        "{reason}"
+    );
+    assert!(
+        fs::symlink_metadata(wt.join(".envrc")).is_err(),
+        "the link is left"
+    );
+    assert!(
+        fs::symlink_metadata(wt.join(".vscode")).is_err(),
+        "the link is left"
+    );
+    assert_eq!(
+        fs::read_to_string(&target).expect("target"),
+        "echo untouched\n"
+    );
+    assert_eq!(
+        fs::read_to_string(target_dir.join("tasks.json")).expect("tasks"),
+        "{}\n"
+    );
+}
+
+#[test]
+fn a_job_that_touches_nothing_protected_is_done_as_before() {
+    let d = Drain::new("drain-untouched");
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    fs::create_dir_all(wt.join(".vscode")).expect("mkdir");
+    fs::write(wt.join(".vscode/tasks.json"), "{}\n").expect("tasks");
+    let script = "echo work-$$ > file && git add file && \
+                  git -c user.name=job -c user.email=job@landwall.invalid commit -q -m work; \
+                  echo commit=$?";
+    // A commit writes the git dir (objects, refs, the index) but none of its protected
+    // paths; so as a job of a root daemon and of a walled one (no namespace: nothing held).
+    for walled in [false, true] {
+        let id = d.submit_sh(&wt, script);
+        let out = if walled {
+            let mut c = d.drain();
+            c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
+            let out = run(&mut c);
+            assert!(out.status.success(), "{}", stderr(&out));
+            out
+        } else {
+            d.once()
+        };
+        assert!(d.log_of(&id).contains("commit=0"), "{}", d.log_of(&id));
+        let (dir, r) = d.expect_result(&id);
+        assert_eq!(
+            (dir.as_str(), r.get("state").map(String::as_str)),
+            ("done", Some("done")),
+            "walled {walled}: {r:?}\n{}",
+            stderr(&out)
+        );
+        assert!(!r.contains_key("reason"), "{r:?}");
+        assert!(!stderr(&out).contains("tampered"), "{}", stderr(&out));
+    }
+    let log = stdout(&d.sb.git(&wt, &["log", "--format=%s"]));
+    assert_eq!(log.lines().count(), 2, "{log}");
+}
+
+#[test]
+fn a_job_that_tampered_is_recorded_not_queued_again_when_the_daemon_stops() {
+    let d = Drain::new("drain-tamper-stop");
+    let wt = d.wt("w");
+    // Control: a job that did nothing protected goes back to the queue when the daemon
+    // stops (`sigterm_puts_a_long_job_back_and_it_runs_on_restart`); this one planted
+    // `.envrc` first.
+    let id = d.submit_sh(
+        &wt,
+        "echo 'touch envrc-ran' > .envrc; touch started; sleep 300",
+    );
+    let mut daemon = d.start("stop", &[], &[]);
+    wait_for("the job to start", || wt.join("started").exists());
+    assert!(wt.join(".envrc").exists(), "premise: the job wrote .envrc");
+    daemon.signal("TERM");
+    let st = daemon.wait();
+    assert_eq!(st.code(), Some(0), "{}", daemon.log());
+    assert!(d.names("queue").is_empty(), "{}", d.tree());
+    d.assert_each_finished_once(std::slice::from_ref(&id));
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "tampered", "{reason}\n{}", daemon.log());
+    assert!(reason.contains(".envrc created"), "{reason}");
+    assert!(fs::symlink_metadata(wt.join(".envrc")).is_err());
+    let (_, r) = d.expect_result(&id);
+    assert!(r.contains_key("signal"), "the signal that ended it: {r:?}");
+}
+
+#[test]
+fn what_a_job_made_unwritable_is_swept_all_the_same() {
+    let d = Drain::new("drain-tamper-mode");
+    let script = "touch .git/hooks/post-checkout && chmod 000 .git/hooks; echo hooks=$?; \
+                  mkdir -p .husky/_ && touch .husky/_/pre-commit && chmod 000 .husky/_ && \
+                  chmod 500 .husky; echo husky=$?; \
+                  mkdir .vscode && echo '{}' > .vscode/tasks.json && chmod 000 .vscode; \
+                  echo vscode=$?";
+    // Control: by itself, the script leaves both.
+    let control = d.wt("control");
+    d.sb.git(&control, &["init", "-q"]);
+    let out = run(Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&control));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(control.join(".git/hooks/post-checkout").exists());
+    assert!(control.join(".husky/_/pre-commit").exists());
+    assert!(control.join(".vscode/tasks.json").exists());
+    let st = Command::new("chmod")
+        .args(["-R", "u+rwx"])
+        .arg(&control)
+        .status()
+        .expect("chmod");
+    assert!(st.success());
+
+    // A walled daemon (no namespace for the job, and no capability for itself: the sweep
+    // has to make the directories writable to remove what is in them).
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    let mode_before = fs::metadata(wt.join(".git/hooks")).expect("hooks").mode() & 0o7777;
+    let id = d.submit_sh(&wt, script);
+    let out = run(d.drain().arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = d.log_of(&id);
+    assert!(
+        log.contains("hooks=0") && log.contains("husky=0") && log.contains("vscode=0"),
+        "premise: {log}"
+    );
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "tampered", "{reason}\n{}", stderr(&out));
+    assert!(
+        reason.ends_with("(restored)") && !reason.contains("NOT restored"),
+        "{reason}"
+    );
+    for named in [
+        ".git/hooks/post-checkout created",
+        ".git/hooks changed",
+        ".husky created",
+        ".vscode/tasks.json created",
+    ] {
+        assert!(reason.contains(named), "{named}: {reason}");
+    }
+    assert!(!wt.join(".git/hooks/post-checkout").exists());
+    assert!(fs::symlink_metadata(wt.join(".husky")).is_err());
+    assert!(fs::symlink_metadata(wt.join(".vscode/tasks.json")).is_err());
+    assert_eq!(
+        fs::metadata(wt.join(".git/hooks")).expect("hooks").mode() & 0o7777,
+        mode_before
+    );
+    let left: Vec<String> = fs::read_dir(&wt)
+        .expect("ls")
+        .chain(fs::read_dir(wt.join(".git/hooks")).expect("ls"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("landwall-swept"))
+        .collect();
+    assert!(left.is_empty(), "left aside: {left:?}");
 }
