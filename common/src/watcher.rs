@@ -105,56 +105,145 @@ fn watch(pidfd: &OwnedFd, q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32
         .map(Path::new)
         .find(|p| p.is_file())
         .unwrap_or(Path::new("/nonexistent/git"));
-    match q {
-        Some(q) => migrate(q, git, pidfd, sweep),
-        None => match sys::wait_readable(pidfd.as_fd(), -1) {
-            Ok(_) => {
-                report(&sweep_absent(sweep));
-                0
-            }
-            Err(e) => {
-                log::debug!("watcher: waiting for the agent: {e}");
-                1
-            }
-        },
-    }
+    run(q, git, pidfd, sweep)
 }
 
 /// Says on stderr what the sweep removed (nothing when nothing appeared).
-fn report(removed: &[Swept]) {
-    for s in removed {
-        eprintln!("landwall: {}", crate::spool::printable(&s.to_string()));
+fn report(lines: &[String]) {
+    for line in lines {
+        eprintln!("landwall: {}", crate::spool::printable(line));
     }
 }
 
-fn migrate(q: &Quarantine, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) -> i32 {
-    let once =
-        |when: &str, prune: bool| match crate::objects::migrate(&q.dir, &q.objects, git, prune) {
-            Ok(m) => {
-                for r in &m.rejected {
-                    log::debug!("quarantine {}: {when}: kept back: {r}", q.dir.display());
-                }
+/// While the agent runs: the quarantine emptied every [`PERIOD_MS`], and each absent
+/// protected path set aside as soon as it appears (inotify on the directories it would
+/// appear in), so that a program outside the wall that runs in the worktree meanwhile, or
+/// right after the agent exits, does not meet it. Then, once the agent has exited, the
+/// sweep once more, the report, and the last objects.
+fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) -> i32 {
+    let once = |q: &Quarantine, when: &str, prune: bool| match crate::objects::migrate(
+        &q.dir, &q.objects, git, prune,
+    ) {
+        Ok(m) => {
+            for r in &m.rejected {
+                log::debug!("quarantine {}: {when}: kept back: {r}", q.dir.display());
             }
-            Err(e) => log::debug!("quarantine {}: {when}: {e}", q.dir.display()),
-        };
-    // Moved while the agent runs, too, so that what is left when it exits is at most what
-    // it wrote in its last moments: the user's git in the main checkout, right after,
-    // finds the commits.
-    loop {
-        once("while the agent runs", false);
-        match sys::wait_readable(pidfd.as_fd(), PERIOD_MS) {
-            Ok(false) => continue,
-            Ok(true) => break,
+        }
+        Err(e) => log::debug!("quarantine {}: {when}: {e}", q.dir.display()),
+    };
+    // Without inotify (its limits reached) the sweep waits for the agent's exit.
+    let notify = if sweep.is_empty() {
+        None
+    } else {
+        match Notify::new() {
+            Ok(n) => Some(n),
             Err(e) => {
-                log::debug!("quarantine watcher: waiting for the agent: {e}");
-                return 1;
+                log::debug!("watcher: inotify: {e}");
+                None
             }
+        }
+    };
+    let mut swept = Vec::new();
+    if let Some(n) = &notify {
+        n.watch(sweep);
+        // What appeared before the watches were set.
+        swept.extend(sweep_absent(sweep));
+    }
+    // The report waits for the agent's exit: the agent's terminal is its own until then.
+    loop {
+        if let Some(q) = q {
+            once(q, "while the agent runs", false);
+        }
+        let timeout = if q.is_some() { PERIOD_MS } else { -1 };
+        let (exited, changed) = match wait_either(pidfd, notify.as_ref(), timeout) {
+            Ok(ready) => ready,
+            Err(e) => {
+                log::debug!("watcher: waiting for the agent: {e}");
+                (true, true)
+            }
+        };
+        if changed {
+            if let Some(n) = &notify {
+                n.drain();
+                swept.extend(sweep_absent(sweep));
+                // A directory on the way may have appeared: watch it too.
+                n.watch(sweep);
+            }
+        }
+        if exited {
+            break;
         }
     }
     // The sweep first: it is what a command run right after the agent must not meet.
-    report(&sweep_absent(sweep));
-    once("after the agent", true);
+    swept.extend(sweep_absent(sweep));
+    report(&swept);
+    if let Some(q) = q {
+        once(q, "after the agent", true);
+    }
     0
+}
+
+/// An inotify instance on the directories where absent protected paths would appear.
+struct Notify(nix::sys::inotify::Inotify);
+
+impl Notify {
+    fn new() -> io::Result<Notify> {
+        use nix::sys::inotify::{InitFlags, Inotify};
+        Ok(Notify(Inotify::init(
+            InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC,
+        )?))
+    }
+
+    /// Watches, for each absent path, the nearest directory on the way that exists (a
+    /// directory already watched is watched once).
+    fn watch(&self, sweep: &[Absent]) {
+        use nix::sys::inotify::AddWatchFlags;
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_ONLYDIR
+            | AddWatchFlags::IN_DONT_FOLLOW;
+        for a in sweep {
+            if let Some(dir) = nearest_existing_dir(a) {
+                if let Err(e) = self.0.add_watch(&dir, mask) {
+                    log::debug!("watcher: watching {}: {e}", dir.display());
+                }
+            }
+        }
+    }
+
+    /// Reads every pending event (what they name does not matter: the sweep looks).
+    fn drain(&self) {
+        loop {
+            match self.0.read_events() {
+                Ok(events) if !events.is_empty() => continue,
+                Ok(_) | Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Waits for the agent's exit (its pidfd) or an inotify event, up to `timeout_ms` (-1:
+/// without end). Returns (exited, changed).
+fn wait_either(
+    pidfd: &OwnedFd,
+    notify: Option<&Notify>,
+    timeout_ms: libc::c_int,
+) -> io::Result<(bool, bool)> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    if let Some(n) = notify {
+        fds.push(PollFd::new(n.0.as_fd(), PollFlags::POLLIN));
+    }
+    let timeout = PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::NONE);
+    loop {
+        match poll(&mut fds, timeout) {
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
+    Ok((ready(&fds[0]), fds.get(1).is_some_and(ready)))
 }
 
 /// The watcher's own Landlock wall: the quarantine and the real store read-write; what git
@@ -298,7 +387,9 @@ impl std::fmt::Display for Swept {
 /// started), and every symbolic link on the way to one. Walks down from each one's base by
 /// descriptor, never following a link; a rename in its own directory is one step that ends
 /// its effect and loses nothing.
-pub fn sweep_absent(list: &[Absent]) -> Vec<Swept> {
+/// Returns a line for each path set aside, and for each that could not be (said, not
+/// only logged: what could not be set aside may run outside the wall).
+pub fn sweep_absent(list: &[Absent]) -> Vec<String> {
     let mut out = Vec::new();
     for a in list {
         let mut opened = Vec::new();
@@ -310,17 +401,13 @@ pub fn sweep_absent(list: &[Absent]) -> Vec<Swept> {
             }
         }
         match result {
-            Ok(Some(s)) => out.push(s),
+            Ok(Some(s)) => out.push(s.to_string()),
             Ok(None) => {}
-            // Said, not only logged: what could not be set aside may run outside the wall.
-            Err(e) => eprintln!(
-                "landwall: {}",
-                crate::spool::printable(&format!(
-                    "could not check or set aside the protected path {} ({}): {e}; if it exists now, the agent may have made it: look before you run anything there",
-                    a.path.display(),
-                    a.reason
-                ))
-            ),
+            Err(e) => out.push(format!(
+                "could not check or set aside the protected path {} ({}): {e}; if it exists now, the agent may have made it: look before you run anything there",
+                a.path.display(),
+                a.reason
+            )),
         }
     }
     out
@@ -395,7 +482,12 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
         let kind = st.st_mode & libc::S_IFMT;
         let last = i + 1 == parts.len();
         if last || kind == libc::S_IFLNK {
-            let aside = set_aside(&dir, name.as_os_str())?;
+            let aside = match set_aside(&dir, name.as_os_str()) {
+                Ok(aside) => aside,
+                // Gone meanwhile (the agent removed it, or another sweep moved it).
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+                Err(e) => return Err(e),
+            };
             return Ok(Some(Swept {
                 aside: at.with_file_name(aside),
                 path: at,
@@ -417,18 +509,32 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
     Ok(None)
 }
 
-/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>` (never over anything):
+/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>[-<n>]` (never over anything):
 /// under that name no program reads it, and nothing the agent wrote is lost. Returns the
 /// new name.
 fn set_aside(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<std::ffi::OsString> {
-    let mut aside = name.to_os_string();
-    aside.push(format!(".landwall-swept-{}", std::process::id()));
-    nix::fcntl::renameat2(
-        dir,
-        name,
-        dir,
-        aside.as_os_str(),
-        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-    )?;
-    Ok(aside)
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // The agent may make the same path again and again: each time a new name.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let mut tries = 0;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mut aside = name.to_os_string();
+        aside.push(format!(".landwall-swept-{}", std::process::id()));
+        if n > 0 {
+            aside.push(format!("-{n}"));
+        }
+        match nix::fcntl::renameat2(
+            dir,
+            name,
+            dir,
+            aside.as_os_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => return Ok(aside),
+            // A name the agent took first: the next one.
+            Err(nix::errno::Errno::EEXIST) if tries < 64 => tries += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
 }

@@ -607,9 +607,36 @@ fn gone_soon(p: &Path) -> bool {
     }
 }
 
-/// The agent creates protected paths that were absent: each is there while it runs (it
-/// lists them in `lw-seen`) and gone from their paths once the launch has returned; the
-/// repository still works for the user. Outside the wall they stay.
+/// Whether `p`, or a directory or link on the way to it (up to two levels up), was set
+/// aside: an entry `<name>.landwall-swept-…` beside it.
+fn set_aside(p: &Path) -> bool {
+    let mut at = Some(p);
+    for _ in 0..3 {
+        let Some(path) = at else {
+            return false;
+        };
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let prefix = format!("{}.landwall-swept-", name.to_string_lossy());
+        let found = std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        });
+        if found {
+            return true;
+        }
+        at = path.parent();
+    }
+    false
+}
+
+/// The agent creates protected paths that were absent: each is set aside (renamed in
+/// place, to `<name>.landwall-swept-…`, the path itself or a directory or link on the way
+/// to it) as soon as it appears, so it is gone from its path once the launch has returned,
+/// and the aside name proves the agent did make it; the repository still works for the
+/// user. Outside the wall they stay.
 fn absent_swept(who: Who, layout: Layout) {
     let s = Scene::new("prot-absent", who, layout, false);
     // (how the agent makes it, the protected path that must be gone)
@@ -685,11 +712,10 @@ fn absent_swept(who: Who, layout: Layout) {
     script.push_str("; do [ -e \"$f\" ] && echo \"$f\"; done > lw-seen\n");
     let seen = s.wt.join("lw-seen");
     let out = s.run_walled(&script);
-    let listed = std::fs::read_to_string(&seen).unwrap_or_default();
     for (_, p) in &made {
         assert!(
-            listed.lines().any(|l| Path::new(l) == p),
-            "{who:?} {layout:?}: the agent could not create {}, so its removal proves nothing:\n{}",
+            set_aside(p),
+            "{who:?} {layout:?}: nothing was set aside for {}: the agent could not create it, so its absence proves nothing:\n{}",
             p.display(),
             describe(&out)
         );
