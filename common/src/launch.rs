@@ -14,7 +14,7 @@ use crate::caps::CapsError;
 use crate::config::Terminals;
 use crate::ns::NsError;
 use crate::policy::{Policy, Quarantine};
-use crate::protect::{Absent, Held};
+use crate::protect::{Held, Protection};
 use crate::seccomp::{self, SeccompError};
 use crate::wall::{Enforced, UnixGuard, WallError};
 use crate::{sys, Error};
@@ -88,7 +88,7 @@ pub trait Kernel {
     fn watch(
         &mut self,
         quarantine: Option<&Quarantine>,
-        sweep: &[Absent],
+        sweep: &Protection,
         min_abi: u32,
     ) -> io::Result<()>;
     /// Enters the private mount namespace: with a quarantine, it is the object store there;
@@ -139,9 +139,9 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
         Ok(n) => return Error::Threads(Some(n), None),
         Err(e) => return Error::Threads(None, Some(e)),
     }
-    let sweep = &policy.protection.absent;
+    let sweep = &policy.protection;
     let held = &policy.protection.held;
-    if policy.quarantine.is_some() || !sweep.is_empty() {
+    if policy.quarantine.is_some() || !sweep.absent.is_empty() || sweep.submodules.is_some() {
         if let Err(e) = kernel.watch(policy.quarantine.as_ref(), sweep, policy.min_abi) {
             return Error::Watcher(e);
         }
@@ -415,7 +415,7 @@ impl Kernel for LiveKernel {
     fn watch(
         &mut self,
         quarantine: Option<&Quarantine>,
-        sweep: &[Absent],
+        sweep: &Protection,
         min_abi: u32,
     ) -> io::Result<()> {
         self.detacher = Some(crate::watcher::start(quarantine, sweep, min_abi)?);
@@ -534,7 +534,7 @@ mod tests {
             self.step("threads");
             Ok(self.threads)
         }
-        fn watch(&mut self, _: Option<&Quarantine>, _: &[Absent], _: u32) -> io::Result<()> {
+        fn watch(&mut self, _: Option<&Quarantine>, _: &Protection, _: u32) -> io::Result<()> {
             if self.step("watch") {
                 return Err(io::Error::other("watch"));
             }
@@ -621,7 +621,8 @@ mod tests {
                 is_dir: false,
                 reason: "test".into(),
             }],
-            absent: vec![Absent {
+            submodules: None,
+            absent: vec![crate::protect::Absent {
                 path: "/w/.envrc".into(),
                 base: "/w".into(),
                 reason: "test".into(),

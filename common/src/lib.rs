@@ -13,6 +13,7 @@ pub mod agent;
 pub mod caps;
 pub mod config;
 pub mod env;
+pub mod gitlinks;
 pub mod launch;
 pub mod limits;
 pub mod linkcache;

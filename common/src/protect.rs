@@ -279,12 +279,26 @@ pub struct Protection {
     pub held: Vec<Held>,
     /// Absent paths, swept when the agent exits.
     pub absent: Vec<Absent>,
+    /// The submodules to look at when the agent exits ([`crate::gitlinks`]).
+    pub submodules: Option<Submodules>,
+}
+
+/// Where the watcher finds the worktree's submodules: the index that lists them, and the
+/// git dirs (outside the worktree) it reads to find theirs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submodules {
+    /// The worktree's top level.
+    pub root: PathBuf,
+    /// Its index file.
+    pub index: PathBuf,
+    /// The git dirs outside the worktree (a linked worktree's own and its common dir).
+    pub git_dirs: Vec<PathBuf>,
 }
 
 impl Protection {
     /// Nothing to hold and nothing to sweep.
     pub fn is_empty(&self) -> bool {
-        self.held.is_empty() && self.absent.is_empty()
+        self.held.is_empty() && self.absent.is_empty() && self.submodules.is_none()
     }
 
     /// The held entry that is `path` or holds it read-only (for `landwall check`).
@@ -342,7 +356,27 @@ pub fn resolve(
         GitLayout::Main { git_dir } | GitLayout::Linked { git_dir, .. } => Some(git_dir),
         GitLayout::None => None,
     };
-    let mut p = Protection::default();
+    let mut p = Protection {
+        submodules: match &worktree.git {
+            GitLayout::None => None,
+            GitLayout::Main { git_dir } => Some(Submodules {
+                root: root.to_path_buf(),
+                index: git_dir.join("index"),
+                git_dirs: Vec::new(),
+            }),
+            GitLayout::Linked {
+                git_dir,
+                common_dir,
+            } => Some(Submodules {
+                root: root.to_path_buf(),
+                index: git_dir.join("index"),
+                git_dirs: std::iter::once(git_dir.clone())
+                    .chain(common_dir.clone())
+                    .collect(),
+            }),
+        },
+        ..Protection::default()
+    };
     for (rel, reason) in list {
         let (base, sub): (&Path, &str) = match (rel.strip_prefix(".git/"), git_dir) {
             (Some(sub), Some(g)) => {

@@ -20,7 +20,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 use crate::policy::Quarantine;
-use crate::protect::Absent;
+use crate::protect::{Absent, Protection};
 use crate::sys;
 
 /// How often the quarantine is emptied while the agent runs. A scan of an empty quarantine
@@ -37,7 +37,13 @@ const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/gi
 /// [`sys::reap_detacher`] before exec. Returns once the watcher runs; it moves what an earlier launch left behind at
 /// once, then what the agent writes every [`PERIOD_MS`] while it runs, and the rest when it
 /// exits.
-pub fn start(q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32) -> io::Result<libc::pid_t> {
+pub fn start(
+    q: Option<&Quarantine>,
+    protection: &Protection,
+    min_abi: u32,
+) -> io::Result<libc::pid_t> {
+    // Before the agent can change anything: what changed at or after this is its doing.
+    let since = crate::gitlinks::now_coarse();
     if let Some(q) = q {
         // The watcher's wall names the quarantine, so it must exist before the watcher
         // starts (the namespace step, which also makes it, comes after). Made in the
@@ -56,14 +62,20 @@ pub fn start(q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32) -> io::Resu
         }
     }
     let pidfd = sys::pidfd_self()?;
-    let watch = || watch(&pidfd, q, sweep, min_abi);
+    let watch = || watch(&pidfd, q, protection, since, min_abi);
     sys::spawn_detached(watch)
 }
 
 /// The watcher's life: detach from everything of the agent's, move leftovers, wait for the
 /// agent's exit, move what it wrote. Its exit status is seen by no one (the launch has
 /// exec'd by then); failures are logged at debug level and the objects stay where they are.
-fn watch(pidfd: &OwnedFd, q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32) -> i32 {
+fn watch(
+    pidfd: &OwnedFd,
+    q: Option<&Quarantine>,
+    protection: &Protection,
+    since: (i64, i64),
+    min_abi: u32,
+) -> i32 {
     // Forked before the launch drops its capabilities: the watcher drops its own, and can
     // gain none by exec (it execs only git, for packs).
     if let Err(e) = crate::caps::drop_all() {
@@ -81,7 +93,7 @@ fn watch(pidfd: &OwnedFd, q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32
     // Its own wall: it parses what the agent wrote (zlib streams, packs through git), so a
     // flaw there must not reach beyond the object store. Without it, it does nothing: the
     // objects wait in the quarantine for a watcher that can wall itself.
-    let enforced = match wall_self(q, sweep, min_abi) {
+    let enforced = match wall_self(q, protection, min_abi) {
         Ok(enforced) => enforced,
         Err(e) => {
             log::debug!("quarantine watcher: its own wall: {e}");
@@ -105,7 +117,7 @@ fn watch(pidfd: &OwnedFd, q: Option<&Quarantine>, sweep: &[Absent], min_abi: u32
         .map(Path::new)
         .find(|p| p.is_file())
         .unwrap_or(Path::new("/nonexistent/git"));
-    run(q, git, pidfd, sweep)
+    run(q, git, pidfd, protection, since)
 }
 
 /// Says on stderr what the sweep removed (nothing when nothing appeared).
@@ -120,7 +132,14 @@ fn report(lines: &[String]) {
 /// appear in), so that a program outside the wall that runs in the worktree meanwhile, or
 /// right after the agent exits, does not meet it. Then, once the agent has exited, the
 /// sweep once more, the report, and the last objects.
-fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) -> i32 {
+fn run(
+    q: Option<&Quarantine>,
+    git: &Path,
+    pidfd: &OwnedFd,
+    protection: &Protection,
+    since: (i64, i64),
+) -> i32 {
+    let sweep = protection.absent.as_slice();
     let once = |q: &Quarantine, when: &str, prune: bool| match crate::objects::migrate(
         &q.dir, &q.objects, git, prune,
     ) {
@@ -132,7 +151,8 @@ fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) ->
         Err(e) => log::debug!("quarantine {}: {when}: {e}", q.dir.display()),
     };
     // Without inotify (its limits reached) the sweep waits for the agent's exit.
-    let notify = if sweep.is_empty() {
+    let subs = protection.submodules.as_ref();
+    let mut notify = if sweep.is_empty() && subs.is_none() {
         None
     } else {
         match Notify::new() {
@@ -144,10 +164,14 @@ fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) ->
         }
     };
     let mut swept = Vec::new();
-    if let Some(n) = &notify {
+    if let Some(n) = &mut notify {
         n.watch(sweep);
         // What appeared before the watches were set.
         swept.extend(sweep_absent(sweep));
+        if let Some(subs) = subs {
+            n.watch_submodules(subs);
+            swept.extend(sweep_submodules(subs, since));
+        }
     }
     // The report waits for the agent's exit: the agent's terminal is its own until then.
     loop {
@@ -163,11 +187,15 @@ fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) ->
             }
         };
         if changed {
-            if let Some(n) = &notify {
-                n.drain();
+            if let Some(n) = &mut notify {
+                let submodules_moved = n.drain();
                 swept.extend(sweep_absent(sweep));
                 // A directory on the way may have appeared: watch it too.
                 n.watch(sweep);
+                if let (true, Some(subs)) = (submodules_moved, subs) {
+                    swept.extend(sweep_submodules(subs, since));
+                    n.watch_submodules(subs);
+                }
             }
         }
         if exited {
@@ -176,6 +204,9 @@ fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) ->
     }
     // The sweep first: it is what a command run right after the agent must not meet.
     swept.extend(sweep_absent(sweep));
+    if let Some(subs) = subs {
+        swept.extend(sweep_submodules(subs, since));
+    }
     report(&swept);
     if let Some(q) = q {
         once(q, "after the agent", true);
@@ -183,15 +214,64 @@ fn run(q: Option<&Quarantine>, git: &Path, pidfd: &OwnedFd, sweep: &[Absent]) ->
     0
 }
 
-/// An inotify instance on the directories where absent protected paths would appear.
-struct Notify(nix::sys::inotify::Inotify);
+/// An inotify instance on the directories where absent protected paths would appear, and
+/// on what a submodule check looks at: the index (an `index` renamed into its directory) and
+/// each submodule's directory, git dir and hooks.
+struct Notify {
+    inotify: nix::sys::inotify::Inotify,
+    /// The index's directory.
+    index_dir: Option<nix::sys::inotify::WatchDescriptor>,
+    /// The submodules' directories, git dirs and hooks.
+    submodule_dirs: std::collections::HashSet<nix::sys::inotify::WatchDescriptor>,
+}
 
 impl Notify {
     fn new() -> io::Result<Notify> {
         use nix::sys::inotify::{InitFlags, Inotify};
-        Ok(Notify(Inotify::init(
-            InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC,
-        )?))
+        Ok(Notify {
+            inotify: Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?,
+            index_dir: None,
+            submodule_dirs: std::collections::HashSet::new(),
+        })
+    }
+
+    /// Watches the index's directory, and each submodule of the index: its directory (a
+    /// `.git` made there), its git dir and its hooks (anything written or renamed there).
+    fn watch_submodules(&mut self, subs: &crate::protect::Submodules) {
+        use nix::sys::inotify::AddWatchFlags;
+        let dir_mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_ATTRIB
+            | AddWatchFlags::IN_ONLYDIR
+            | AddWatchFlags::IN_DONT_FOLLOW;
+        if let Some(dir) = subs.index.parent() {
+            match self.inotify.add_watch(
+                dir,
+                AddWatchFlags::IN_MOVED_TO
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_ONLYDIR,
+            ) {
+                Ok(wd) => self.index_dir = Some(wd),
+                Err(e) => log::debug!("watcher: watching {}: {e}", dir.display()),
+            }
+        }
+        let Ok(links) = crate::gitlinks::gitlinks(&subs.index) else {
+            return;
+        };
+        for rel in links {
+            let sub = subs.root.join(&rel);
+            let mut dirs = vec![sub.clone()];
+            if let Some(g) = crate::gitlinks::git_dir_of(&sub) {
+                dirs.push(g.join("hooks"));
+                dirs.push(g);
+            }
+            for d in dirs {
+                if let Ok(wd) = self.inotify.add_watch(&d, dir_mask) {
+                    self.submodule_dirs.insert(wd);
+                }
+            }
+        }
     }
 
     /// Watches, for each absent path, the nearest directory on the way that exists (a
@@ -204,21 +284,33 @@ impl Notify {
             | AddWatchFlags::IN_DONT_FOLLOW;
         for a in sweep {
             if let Some(dir) = nearest_existing_dir(a) {
-                if let Err(e) = self.0.add_watch(&dir, mask) {
+                if let Err(e) = self.inotify.add_watch(&dir, mask) {
                     log::debug!("watcher: watching {}: {e}", dir.display());
                 }
             }
         }
     }
 
-    /// Reads every pending event (what they name does not matter: the sweep looks).
-    fn drain(&self) {
+    /// Reads every pending event. Returns whether one concerns the submodules (the index
+    /// replaced, or a change in a submodule's directory or git dir); for the absent paths
+    /// what they name does not matter, the sweep looks.
+    fn drain(&self) -> bool {
+        let mut submodules = false;
         loop {
-            match self.0.read_events() {
-                Ok(events) if !events.is_empty() => continue,
+            match self.inotify.read_events() {
+                Ok(events) if !events.is_empty() => {
+                    for e in events {
+                        let index = Some(e.wd) == self.index_dir
+                            && e.name.as_deref().is_some_and(|n| n == "index");
+                        if index || self.submodule_dirs.contains(&e.wd) {
+                            submodules = true;
+                        }
+                    }
+                }
                 Ok(_) | Err(_) => break,
             }
         }
+        submodules
     }
 }
 
@@ -232,7 +324,7 @@ fn wait_either(
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
     if let Some(n) = notify {
-        fds.push(PollFd::new(n.0.as_fd(), PollFlags::POLLIN));
+        fds.push(PollFd::new(n.inotify.as_fd(), PollFlags::POLLIN));
     }
     let timeout = PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::NONE);
     loop {
@@ -252,9 +344,10 @@ fn wait_either(
 /// `/tmp`. Fully enforced at `min_abi` (the launch's own minimum) or above, or an error.
 pub fn wall_self(
     q: Option<&Quarantine>,
-    sweep: &[Absent],
+    protection: &Protection,
     min_abi: u32,
 ) -> Result<crate::wall::Enforced, crate::wall::WallError> {
+    let sweep = protection.absent.as_slice();
     use crate::policy::{Access, Rule};
     let mut rules: Vec<Rule> = Vec::new();
     // Real paths already: opened without following any symlink.
@@ -282,6 +375,28 @@ pub fn wall_self(
                 is_dir: true,
                 reason: "the protected paths' sweep".into(),
             });
+        }
+    }
+    // The submodules' check: the worktree (a submodule's `.git` is set aside there), and
+    // the git dirs outside it, read (the index, what a `.git` file or commondir names).
+    if let Some(subs) = &protection.submodules {
+        let mut add = |path: &Path, access: Access| {
+            if path.is_dir()
+                && !rules
+                    .iter()
+                    .any(|r| path.starts_with(&r.path) && r.access >= access)
+            {
+                rules.push(Rule {
+                    path: path.to_path_buf(),
+                    access,
+                    is_dir: true,
+                    reason: "the submodules' check".into(),
+                });
+            }
+        };
+        add(&subs.root, Access::ReadWrite);
+        for g in &subs.git_dirs {
+            add(g, Access::ReadOnly);
         }
     }
     for (path, access, is_dir) in [
@@ -344,6 +459,50 @@ fn nearest_existing_dir(a: &Absent) -> Option<std::path::PathBuf> {
         }
     }
     Some(at)
+}
+
+/// Sets aside the `.git` of each submodule the agent made or changed since `since` (see
+/// [`crate::gitlinks`]): git then takes the submodule for one not checked out, and enters
+/// it no more. One line for each, and for a failure.
+fn sweep_submodules(subs: &crate::protect::Submodules, since: (i64, i64)) -> Vec<String> {
+    let changed = match crate::gitlinks::changed_since(&subs.root, &subs.index, since) {
+        Ok(c) => c,
+        Err(e) => {
+            return vec![format!(
+                "could not read the submodules of {} from {} ({e}): a submodule the agent added or changed would run its config and hooks on your next `git status`; look with `git submodule status` and `git diff --submodule`",
+                subs.root.display(),
+                subs.index.display()
+            )]
+        }
+    };
+    let mut out = Vec::new();
+    for rel in changed {
+        let a = Absent {
+            path: subs.root.join(&rel).join(".git"),
+            base: subs.root.clone(),
+            reason: "".into(),
+        };
+        let mut opened = Vec::new();
+        let result = sweep_one(&a, &mut opened);
+        for (fd, mode) in opened.iter().rev() {
+            if let Err(e) = chmod_fd(fd, *mode) {
+                log::debug!("sweep: restoring a mode: {e}");
+            }
+        }
+        out.push(match result {
+            Ok(Some(s)) => format!(
+                "the submodule {} was made or changed while the agent ran (your next `git status` would run its config and hooks): its .git moved aside to {}; look at it, then move it back or run `git submodule update --init`",
+                rel.display(),
+                s.aside.display()
+            ),
+            Ok(None) => continue,
+            Err(e) => format!(
+                "the submodule {} was made or changed while the agent ran, and its .git could not be set aside ({e}): your next `git status` would run its config and hooks; look at it first",
+                rel.display()
+            ),
+        });
+    }
+    out
 }
 
 /// A protected path the sweep found and set aside.

@@ -169,6 +169,8 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
     // that removed them first would leave the daemon nothing to see, and the job's result
     // would not say what it did. (Held paths stay held where the namespace can be had.)
     policy.protection.absent.clear();
+    // Likewise the submodules the job made or changed: the daemon looks at them too.
+    policy.protection.submodules = None;
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
         allow.extend(config.agent(&args.agent).env_allow.iter().cloned());

@@ -215,7 +215,7 @@ mod tests {
         fn watch(
             &mut self,
             _: Option<&landwall::policy::Quarantine>,
-            _: &[landwall::protect::Absent],
+            _: &landwall::protect::Protection,
             _: u32,
         ) -> io::Result<()> {
             self.steps.push("watch");

@@ -119,6 +119,10 @@ pub struct Snapshot {
     held: Vec<Item>,
     /// Those that did not, with the name the result gives them.
     absent: Vec<(Absent, String)>,
+    /// Where the worktree's submodules are listed, and when the snapshot was taken: a
+    /// submodule made or changed since is set aside after the job ([`landwall::gitlinks`]).
+    submodules: Option<protect::Submodules>,
+    since: (i64, i64),
 }
 
 /// How much a snapshot holds so far.
@@ -142,6 +146,9 @@ pub enum What {
     Changed,
     /// Something of another kind is in its place (a link, a file for a directory).
     Replaced,
+    /// A submodule (a gitlink of the index) whose `.git` or git dir the job made or
+    /// changed: its `.git` is renamed aside, to the name given, and nothing is lost.
+    SubmoduleSetAside(String),
 }
 
 /// One difference, and whether it was put back.
@@ -182,7 +189,12 @@ impl Snapshot {
             .iter()
             .map(|a| (a.clone(), shown(worktree, &a.path)))
             .collect();
-        Ok(Snapshot { held, absent })
+        Ok(Snapshot {
+            held,
+            absent,
+            submodules: protection.submodules.clone(),
+            since: landwall::gitlinks::now_coarse(),
+        })
     }
 
     /// Whether there is nothing to compare (no protected path at all).
@@ -211,7 +223,47 @@ impl Snapshot {
         for (a, shown) in &self.absent {
             sweep_absent(a, shown, &mut out);
         }
+        if let Some(subs) = &self.submodules {
+            sweep_submodules(subs, self.since, &mut out);
+        }
         out
+    }
+}
+
+/// Sets aside the `.git` of each submodule the job made or changed since `since`: renamed
+/// in its directory (opened without following a link), never over anything. Git then takes
+/// the submodule for one not checked out and enters it no more.
+fn sweep_submodules(subs: &protect::Submodules, since: (i64, i64), out: &mut Vec<Found>) {
+    let changed = match landwall::gitlinks::changed_since(&subs.root, &subs.index, since) {
+        Ok(c) => c,
+        Err(e) => {
+            out.push(Found {
+                path: ".git/index".into(),
+                what: What::Changed,
+                restored: Err(format!("its submodules could not be read: {e}")),
+            });
+            return;
+        }
+    };
+    for rel in changed {
+        let dotgit = subs.root.join(&rel).join(".git");
+        let shown = format!("{}/.git", rel.display());
+        let aside = format!(".git.landwall-swept-{}", std::process::id());
+        let moved = open_parent(&dotgit).and_then(|(dir, name)| {
+            renameat2(
+                &dir,
+                name,
+                &dir,
+                aside.as_str(),
+                RenameFlags::RENAME_NOREPLACE,
+            )
+            .map_err(io::Error::from)
+        });
+        out.push(Found {
+            path: shown,
+            what: What::SubmoduleSetAside(aside),
+            restored: moved.map_err(|e| e.to_string()),
+        });
     }
 }
 
@@ -231,6 +283,9 @@ pub fn describe(found: &[Found]) -> String {
                 What::Removed => "removed".to_string(),
                 What::Changed => "changed".to_string(),
                 What::Replaced => "replaced".to_string(),
+                What::SubmoduleSetAside(aside) => format!(
+                    "made or changed (a submodule, whose config and hooks your next `git status` runs: its .git set aside as {aside})"
+                ),
             };
             match (&f.restored, all_restored) {
                 (Err(why), _) => format!("{} {what} (NOT restored: {why})", f.path),

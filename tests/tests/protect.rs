@@ -772,18 +772,23 @@ enum Vector {
     SubmoduleGitFile,
     /// `core.fsmonitor` in the submodule's config (its git dir's `config`).
     SubmoduleConfig,
-    /// Found while writing these tests, not held: a `commondir` in the submodule's git dir,
+    /// Found while writing these tests (held since): a `commondir` in the submodule's git dir,
     /// naming a copy of it with `core.fsmonitor` set. The user's `git status` at the top
     /// recurses into the submodule, which then reads its config from there.
     SubmoduleCommondir,
-    /// Found while writing these tests, not held (main checkout only): `config.worktree` in
+    /// Found while writing these tests (swept since; main checkout only): `config.worktree` in
     /// the other linked worktree's entry (`.git/worktrees/other/`), where the repository
     /// sets `extensions.worktreeConfig`. The user's git in that worktree reads it.
     OtherWorktreeConfig,
+    /// Found by review: a repository the agent makes in the worktree, with `core.fsmonitor`
+    /// in its own config, staged and committed as a submodule: the user's `git status` at the
+    /// top runs `git status` inside it.
+    NestedSubmodule,
 }
 
-/// What the protected paths are to stop (the last two [`Vector`]s are what they do not).
+/// What the protected paths are to stop (the others run in tests of their own).
 const VECTORS: &[Vector] = &[
+    Vector::NestedSubmodule,
     Vector::Fsmonitor,
     Vector::WorktreeConfig,
     Vector::Hook,
@@ -852,6 +857,10 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         (Vector::SubmoduleCommondir, _) => vec![
             format!("rm -rf lw-smcommon && mkdir lw-smcommon && cp -a {sm_gd}/. lw-smcommon/ && git config -f lw-smcommon/config core.fsmonitor \"$P\""),
             format!("printf '%s\\n' \"$PWD/lw-smcommon\" > {sm_gd}/commondir"),
+        ],
+        (Vector::NestedSubmodule, _) => vec![
+            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
+            "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'".into(),
         ],
         (Vector::OtherWorktreeConfig, _) => vec![format!(
             "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > {common}/worktrees/other/config.worktree"

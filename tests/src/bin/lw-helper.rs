@@ -141,9 +141,11 @@ fn main() {
                 std::path::Path::new(&arg(2)),
                 std::path::Path::new(&arg(3)),
             );
-            if let Err(e) =
-                landwall::watcher::wall_self(Some(&q), &[], landwall::config::DEFAULT_MIN_ABI)
-            {
+            if let Err(e) = landwall::watcher::wall_self(
+                Some(&q),
+                &Default::default(),
+                landwall::config::DEFAULT_MIN_ABI,
+            ) {
                 eprintln!("lw-helper: watcher-wall: {e}");
                 exit(3);
             }

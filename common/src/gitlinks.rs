@@ -1,0 +1,271 @@
+//! Submodules the agent made or changed: git enters every populated submodule of the index
+//! on your next `git status` (it runs `git status` inside it), so a repository the agent
+//! nested in the worktree and staged (`git init lib`, `core.fsmonitor` in its config,
+//! `git add lib`), or an existing submodule whose git dir it rewrote, runs its code outside
+//! the wall. Whether the agent made or changed one is read from what it cannot forge: the
+//! inode change times (ctime, set by the kernel on every change, never backwards) of the
+//! submodule's `.git` and of the files in its git dir that name commands, against the time
+//! the launch started.
+//!
+//! The index is read here, not by git: git reading an index would also read the
+//! repository's configuration, which names commands.
+
+use std::ffi::OsStr;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// The most an index may hold that is read (a bigger one is not looked at: reported).
+const MAX_INDEX: u64 = 256 << 20;
+/// A gitlink's mode.
+const GITLINK: u32 = 0o160000;
+
+/// The paths of the gitlinks (submodules) in the index file `index`, relative to the
+/// worktree. Understands index versions 2, 3 and 4, with SHA-1 or SHA-256 names.
+pub fn gitlinks(index: &Path) -> io::Result<Vec<PathBuf>> {
+    let file = match std::fs::File::open(index) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut data = Vec::new();
+    file.take(MAX_INDEX + 1).read_to_end(&mut data)?;
+    if data.len() as u64 > MAX_INDEX {
+        return Err(io::Error::other("the index is larger than 256 MiB"));
+    }
+    parse(&data).ok_or_else(|| io::Error::other("the index is not one git wrote"))
+}
+
+fn be32(d: &[u8], at: usize) -> Option<u32> {
+    let b = d.get(at..at + 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The hash length of the index: its trailing checksum is a SHA-1 of what precedes it, or
+/// else it is a SHA-256 repository's.
+fn hash_len(d: &[u8]) -> usize {
+    use sha1_checked::Digest as _;
+    if d.len() > 20 {
+        let (body, sum) = d.split_at(d.len() - 20);
+        let got = sha1_checked::Sha1::digest(body);
+        if got.as_slice() == sum {
+            return 20;
+        }
+    }
+    32
+}
+
+fn parse(d: &[u8]) -> Option<Vec<PathBuf>> {
+    if d.get(0..4)? != b"DIRC" {
+        return None;
+    }
+    let version = be32(d, 4)?;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    let count = be32(d, 8)? as usize;
+    let hlen = hash_len(d);
+    let mut at = 12;
+    let mut out = Vec::new();
+    let mut prev: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let mode = be32(d, at + 24)?;
+        at += 40 + hlen;
+        let flags = u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]);
+        at += 2;
+        if version >= 3 && flags & 0x4000 != 0 {
+            at += 2;
+        }
+        let name: Vec<u8> = if version == 4 {
+            // Prefix compression: strip N bytes of the previous name, then a suffix.
+            let mut c = *d.get(at)?;
+            at += 1;
+            let mut strip = usize::from(c & 127);
+            while c & 128 != 0 {
+                c = *d.get(at)?;
+                at += 1;
+                strip = strip.checked_add(1)?.checked_mul(128)? + usize::from(c & 127);
+            }
+            let end = at + d.get(at..)?.iter().position(|&b| b == 0)?;
+            let keep = prev.len().checked_sub(strip)?;
+            let mut name = prev[..keep].to_vec();
+            name.extend_from_slice(&d[at..end]);
+            at = end + 1;
+            name
+        } else {
+            let end = at + d.get(at..)?.iter().position(|&b| b == 0)?;
+            let name = d[at..end].to_vec();
+            // 1 to 8 NULs, to a multiple of 8 from the entry's start.
+            at = start + ((end - start + 8) & !7);
+            name
+        };
+        // Only a plain relative path names a place in the worktree (git writes no other; a
+        // forged index could): no `..`, `.`, empty or absolute component.
+        let plain = !name.is_empty()
+            && name
+                .split(|&b| b == b'/')
+                .all(|c| !c.is_empty() && c != b"." && c != b"..");
+        if mode & 0o170000 == GITLINK && plain {
+            out.push(PathBuf::from(OsStr::from_bytes(&name)));
+        }
+        prev = name;
+    }
+    Some(out)
+}
+
+/// The change time of `path` (not following a last symlink), if it exists.
+fn ctime(path: &Path) -> Option<(i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.ctime(), m.ctime_nsec()))
+}
+
+/// Where a submodule's git dir is: `sub/.git` itself, or what its `gitdir:` line names
+/// (relative to `sub`).
+pub fn git_dir_of(sub: &Path) -> Option<PathBuf> {
+    let dotgit = sub.join(".git");
+    let m = std::fs::symlink_metadata(&dotgit).ok()?;
+    if m.is_dir() {
+        return Some(dotgit);
+    }
+    if !m.is_file() || m.len() > 64 << 10 {
+        return None;
+    }
+    let text = std::fs::read(&dotgit).ok()?;
+    let line = text.strip_prefix(b"gitdir: ")?;
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let p = Path::new(OsStr::from_bytes(line));
+    Some(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        sub.join(p)
+    })
+}
+
+/// The submodules of the worktree at `root` (index file `index`) whose `.git`, or whose git
+/// dir's config, hooks, info, commondir (and what it names) changed at or after `since`
+/// (seconds, nanoseconds of the coarse real-time clock): what the agent made or rewrote.
+pub fn changed_since(root: &Path, index: &Path, since: (i64, i64)) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for rel in gitlinks(index)? {
+        let sub = root.join(&rel);
+        let dotgit = sub.join(".git");
+        let Some(own) = ctime(&dotgit) else {
+            // Not populated: git does not enter it.
+            continue;
+        };
+        let mut times = vec![own];
+        if let Some(g) = git_dir_of(&sub) {
+            let mut dirs = vec![g.clone()];
+            if let Ok(c) = std::fs::read(g.join("commondir")) {
+                let c = c.strip_suffix(b"\n").unwrap_or(&c);
+                let c = Path::new(OsStr::from_bytes(c));
+                dirs.push(if c.is_absolute() {
+                    c.to_path_buf()
+                } else {
+                    g.join(c)
+                });
+            }
+            for d in dirs {
+                for name in ["config", "config.worktree", "commondir", "hooks", "info"] {
+                    times.extend(ctime(&d.join(name)));
+                }
+            }
+        }
+        if times.iter().any(|t| *t >= since) {
+            out.push(rel);
+        }
+    }
+    Ok(out)
+}
+
+/// The coarse real-time clock: what the kernel stamps ctimes with, so that a change made
+/// after this call is never stamped earlier.
+pub fn now_coarse() -> (i64, i64) {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE)
+        .unwrap_or_else(|_| nix::sys::time::TimeSpec::new(0, 0));
+    (t.tv_sec(), t.tv_nsec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let st = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t.invalid",
+                "-c",
+                "protocol.file.allow=always",
+                "-c",
+                "advice.addEmbeddedRepo=false",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .expect("git");
+        assert!(st.success(), "git {args:?}");
+    }
+
+    /// A repository with a submodule added before `since` and a nested repository staged
+    /// after it (in every index version): only the latter is reported, until the old
+    /// submodule's config changes too.
+    #[test]
+    fn a_submodule_made_or_changed_after_the_start_is_found() {
+        if Command::new("git").arg("--version").output().is_err() {
+            panic!("git is needed for this test (make test-tools installs it)");
+        }
+        for version in ["2", "3", "4"] {
+            let t = crate::testutil::Scratch::new("gitlinks");
+            let root = t.0.join("top");
+            let lib = t.0.join("lib");
+            std::fs::create_dir_all(&root).expect("mkdir");
+            std::fs::create_dir_all(&lib).expect("mkdir");
+            git(&lib, &["init", "-q"]);
+            git(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+            git(&root, &["init", "-q"]);
+            git(
+                &root,
+                &["submodule", "add", "-q", lib.to_str().expect("utf8"), "old"],
+            );
+            git(&root, &["commit", "-q", "-m", "old"]);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let since = now_coarse();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let nested = root.join("deep/new");
+            std::fs::create_dir_all(&nested).expect("mkdir");
+            git(&nested, &["init", "-q"]);
+            git(&nested, &["commit", "-q", "--allow-empty", "-m", "n"]);
+            git(&root, &["add", "deep/new"]);
+            git(&root, &["update-index", "--index-version", version]);
+            let index = root.join(".git/index");
+            let mut links = gitlinks(&index).expect("index");
+            links.sort();
+            assert_eq!(links, [PathBuf::from("deep/new"), PathBuf::from("old")]);
+            assert_eq!(
+                changed_since(&root, &index, since).expect("changed"),
+                [PathBuf::from("deep/new")],
+                "index version {version}"
+            );
+            git(&root.join("old"), &["config", "core.fsmonitor", "true"]);
+            let mut changed = changed_since(&root, &index, since).expect("changed");
+            changed.sort();
+            assert_eq!(changed, [PathBuf::from("deep/new"), PathBuf::from("old")]);
+        }
+    }
+
+    #[test]
+    fn what_is_not_an_index_is_refused() {
+        assert!(parse(b"DIRX\0\0\0\x02\0\0\0\0").is_none());
+        assert!(parse(b"DIRC\0\0\0\x09\0\0\0\0").is_none());
+        // An entry count larger than what follows.
+        assert!(parse(b"DIRC\0\0\0\x02\0\0\0\x05").is_none());
+    }
+}
