@@ -517,6 +517,8 @@ struct Running {
     /// Its worktree's protected paths as they were before it started (shared with the
     /// other jobs running in the same worktree: the state before any of them started).
     snapshot: Rc<Snapshot>,
+    /// Where it can write that another job's protected paths may lie ([`reach`]).
+    reach: Vec<PathBuf>,
 }
 
 impl Running {
@@ -947,6 +949,15 @@ impl Daemon {
             let Some(id) = self.pending.pop_front() else {
                 break;
             };
+            // A job of a repository another running job can change waits for it: a
+            // snapshot of protected paths taken meanwhile could hold what that job planted,
+            // and its sweep would put it back (found by review). Queue order is kept.
+            if let Some(reach) = self.queued_reach(&id) {
+                if self.running.iter().any(|r| overlaps(&r.reach, &reach)) {
+                    self.pending.push_front(id);
+                    break;
+                }
+            }
             self.start(id)?;
         }
         Ok(())
@@ -1033,7 +1044,23 @@ impl Daemon {
         // As the runner finds it: the daemon's checked real path is the override.
         let wt =
             landwall::worktree::discover(worktree, Some(worktree)).map_err(|e| e.to_string())?;
+        // A directory of repositories would give the job every one of them, whose own
+        // protected paths are not this worktree's (found by review).
+        landwall::worktree::refuse_too_wide(&wt, None).map_err(|e| e.to_string())?;
         Snapshot::take(&wt, &self.live.protect).map(Rc::new)
+    }
+
+    /// [`reach`] of the queued job `id`, read without claiming it; `None` if it cannot be
+    /// read (claiming it then refuses it, saying why).
+    fn queued_reach(&self, id: &str) -> Option<Vec<PathBuf>> {
+        let text = spool::read_job_file(
+            &self.spool.job_file(State::Queued, id),
+            &self.live.allow_uids,
+        )
+        .ok()?;
+        let spec = spool::check_job(spool::parse_job(&text).ok()?).ok()?;
+        let worktree = spool::check_worktree(&spec.worktree, &self.live.roots).ok()?;
+        Some(reach(&worktree))
     }
 
     /// Parse → validate: the job file, its fields, its worktree.
@@ -1157,6 +1184,7 @@ impl Daemon {
             cgroup,
             caps: *caps,
             worktree: worktree.to_path_buf(),
+            reach: reach(worktree),
             snapshot,
         };
         if let Err(e) = spool::write_run_record(&self.spool, id, &record) {
@@ -1186,6 +1214,24 @@ fn human(d: Duration) -> String {
         out.push_str(&format!("{s}s"));
     }
     out
+}
+
+/// Where a job in `worktree` can write that holds, or lies in, another job's protected
+/// paths: its top level and the git dirs outside it (a linked worktree's own and its common
+/// dir, a submodule's). A main checkout's `.git/worktrees/*` and `.git/modules/*` are
+/// protected paths of its own list, and lie in another worktree's git dirs.
+fn reach(worktree: &Path) -> Vec<PathBuf> {
+    let mut v = vec![worktree.to_path_buf()];
+    if let Ok(wt) = landwall::worktree::discover(worktree, Some(worktree)) {
+        v.extend(wt.external_git_dirs().into_iter().map(Path::to_path_buf));
+    }
+    v
+}
+
+/// Whether two reaches share a place (one lies in the other).
+fn overlaps(a: &[PathBuf], b: &[PathBuf]) -> bool {
+    a.iter()
+        .any(|x| b.iter().any(|y| x.starts_with(y) || y.starts_with(x)))
 }
 
 #[cfg(test)]

@@ -303,7 +303,8 @@ pub fn describe(found: &[Found]) -> String {
     } else {
         text
     };
-    text.replace(['\n', '\r'], " ")
+    // A name that holds a line break cannot pass for another line of the reason.
+    text.replace('\n', "\\n").replace('\r', "\\r")
 }
 
 /// How the result names `path`: relative to the worktree's top level, or `.git/…` for the

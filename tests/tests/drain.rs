@@ -2648,3 +2648,170 @@ fn what_a_job_made_unwritable_is_swept_all_the_same() {
         .collect();
     assert!(left.is_empty(), "left aside: {left:?}");
 }
+
+// ---- Found by review of the drain's sweep: jobs of one repository at once, a directory
+// of repositories, a repository a job nests and stages as a submodule.
+
+/// The commondir attack on a linked worktree: a copy of the common dir whose config names
+/// `core.fsmonitor` (touching `marker`), and the worktree's `commondir` pointed at it.
+fn plant_commondir(marker: &Path) -> String {
+    format!(
+        "G=$(sed 's/^gitdir: //' .git); C=$(cd \"$G\" && cd \"$(cat commondir)\" && pwd); \
+         rm -rf lw-evil && mkdir lw-evil && cp -a \"$C/objects\" \"$C/refs\" \"$C/HEAD\" lw-evil/ && \
+         printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' > lw-evil/config && \
+         printf '%s\\n' \"$PWD/lw-evil\" > \"$G/commondir\"; echo planted=$?",
+        m = marker.display()
+    )
+}
+
+/// A main checkout `main` and its linked worktree `linked`, under the drain's roots.
+fn main_and_linked(d: &Drain) -> (PathBuf, PathBuf) {
+    let main = d.wt("main");
+    d.sb.git(&main, &["init", "-q"]);
+    d.sb.git(&main, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let linked = d.work().join("linked");
+    d.sb.git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            linked.to_str().expect("utf8"),
+            "-b",
+            "task",
+        ],
+    );
+    (main, linked)
+}
+
+#[test]
+fn a_job_of_a_repository_waits_for_the_one_running_in_another_of_its_worktrees() {
+    // A job in the linked worktree plants a commondir and sleeps; a job in the main checkout
+    // (whose protected paths include `.git/worktrees/*/commondir`) is queued meanwhile. Had
+    // it started at once, its snapshot would hold the planted file, and its sweep would put
+    // it back after the first job's sweep removed it.
+    let d = Drain::new("drain-overlap");
+    let (_, control) = main_and_linked(&d);
+    let control_marker = d.sb.root.join("control-ran");
+    let out = run(Command::new("sh")
+        .args(["-c", &plant_commondir(&control_marker)])
+        .current_dir(&control));
+    assert!(stdout(&out).contains("planted=0"), "{}", stderr(&out));
+    d.sb.git(&control, &["status", "--porcelain"]);
+    assert!(
+        control_marker.exists(),
+        "control: git did not run what was planted"
+    );
+
+    let d = Drain::new("drain-overlap-job");
+    let (main, linked) = main_and_linked(&d);
+    let marker = d.sb.root.join("job-ran");
+    let attacker = d.submit_sh(&linked, &format!("{}; sleep 3", plant_commondir(&marker)));
+    let mut daemon = d.start(
+        "overlap",
+        &["--jobs", "2"],
+        &[("LANDWALL_DRAIN_SANDBOX", "1")],
+    );
+    let commondir = main.join(".git/worktrees/linked/commondir");
+    wait_for("the first job to plant its commondir", || {
+        fs::read_to_string(&commondir).is_ok_and(|c| c.contains("lw-evil"))
+    });
+    // It ends after the first job: its sweep comes last.
+    let innocent = d.submit_sh(&main, "sleep 4; echo innocent");
+    wait_for("both jobs to end", || {
+        d.result(&attacker).is_some() && d.result(&innocent).is_some()
+    });
+    daemon.signal("TERM");
+    daemon.wait();
+    assert!(
+        d.log_of(&attacker).contains("planted=0"),
+        "premise: the job planted it: {}",
+        d.log_of(&attacker)
+    );
+    assert_eq!(result_state_and_reason(&d, &attacker).0, "tampered");
+    assert_eq!(
+        result_state_and_reason(&d, &innocent).0,
+        "done",
+        "{:?}\n{}",
+        result_state_and_reason(&d, &innocent),
+        daemon.log()
+    );
+    d.sb.git(&linked, &["status", "--porcelain"]);
+    assert!(!marker.exists(), "git ran what the job planted");
+    assert!(main.join(".git/worktrees/linked/commondir").exists());
+}
+
+#[test]
+fn a_directory_of_repositories_is_not_a_jobs_worktree() {
+    let d = Drain::new("drain-projects");
+    let projects = d.wt("projects");
+    let app = projects.join("app");
+    fs::create_dir_all(&app).expect("mkdir");
+    d.sb.git(&app, &["init", "-q"]);
+    let marker = d.sb.root.join("job-ran");
+    let script = format!(
+        "printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' >> app/.git/config; touch {m}-started",
+        m = marker.display()
+    );
+    // Control: run by itself there, the script plants it and git runs it.
+    let out = run(Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(&projects));
+    assert!(out.status.success(), "{}", stderr(&out));
+    d.sb.git(&app, &["status", "--porcelain"]);
+    assert!(marker.exists(), "control: git did not run what was planted");
+    fs::remove_file(&marker).expect("rm marker");
+    fs::remove_file(format!("{}-started", marker.display())).expect("rm marker");
+    d.sb.git(&app, &["config", "--unset", "core.fsmonitor"]);
+
+    let id = d.submit_sh(&projects, &script);
+    d.once();
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "failed", "{reason}");
+    assert!(reason.contains("directory of projects"), "{reason}");
+    assert!(
+        !Path::new(&format!("{}-started", marker.display())).exists(),
+        "the job started"
+    );
+    d.sb.git(&app, &["status", "--porcelain"]);
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_repository_a_job_nests_and_stages_is_set_aside() {
+    let d = Drain::new("drain-nested");
+    let plant = |marker: &Path| {
+        format!(
+            "git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && \
+             git -C lw-lib config core.fsmonitor \"touch {m}; false\" && \
+             git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m lib; echo planted=$?",
+            m = marker.display()
+        )
+    };
+    let control = d.wt("control");
+    d.sb.git(&control, &["init", "-q"]);
+    d.sb.git(&control, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let control_marker = d.sb.root.join("control-ran");
+    let out = run(Command::new("sh")
+        .args(["-c", &plant(&control_marker)])
+        .current_dir(&control));
+    assert!(stdout(&out).contains("planted=0"), "{}", stderr(&out));
+    d.sb.git(&control, &["status", "--porcelain"]);
+    assert!(
+        control_marker.exists(),
+        "control: git did not run what was planted"
+    );
+
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    d.sb.git(&wt, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let marker = d.sb.root.join("job-ran");
+    let id = d.submit_sh(&wt, &plant(&marker));
+    d.once();
+    assert!(d.log_of(&id).contains("planted=0"), "{}", d.log_of(&id));
+    let (state, reason) = result_state_and_reason(&d, &id);
+    assert_eq!(state, "tampered", "{reason}");
+    assert!(reason.contains("lw-lib/.git"), "{reason}");
+    d.sb.git(&wt, &["status", "--porcelain"]);
+    assert!(!marker.exists(), "git ran what the job planted");
+}
