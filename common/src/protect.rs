@@ -378,6 +378,21 @@ pub fn resolve(
         ..Protection::default()
     };
     for (rel, reason) in list {
+        // A linked worktree's git dir holds no config, hooks or info that git reads: those
+        // are its common dir's, which the wall grants read-only.
+        if let GitLayout::Linked {
+            common_dir: Some(_),
+            ..
+        } = &worktree.git
+        {
+            let of_common = |name: &str| {
+                rel.strip_prefix(".git/")
+                    .is_some_and(|r| r == name || r.starts_with(&format!("{name}/")))
+            };
+            if of_common("config") || of_common("hooks") || of_common("info") {
+                continue;
+            }
+        }
         let (base, sub): (&Path, &str) = match (rel.strip_prefix(".git/"), git_dir) {
             (Some(sub), Some(g)) => {
                 if g.starts_with(root) {

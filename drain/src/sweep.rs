@@ -834,7 +834,7 @@ fn shown_prefix(shown: &str, total: usize, walked: usize) -> String {
 
 /// Removes `name` from `dir`: renamed aside first (`.landwall-swept-PID-RANDOM`, never over
 /// anything), so that the name is free in one step, then removed, a directory with all it
-/// holds. What cannot be removed whole (a tree deeper than [`remove_tree`] goes) stays
+/// holds. What cannot be removed whole stays
 /// aside, named in the log; the name is free all the same.
 fn remove(dir: &OwnedFd, name: &OsStr, is_dir: bool) -> io::Result<()> {
     let aside = match rename_aside(dir, name) {
@@ -847,7 +847,7 @@ fn remove(dir: &OwnedFd, name: &OsStr, is_dir: bool) -> io::Result<()> {
         Err(e) => return Err(e),
     };
     let removed = if is_dir {
-        remove_tree(dir, &aside, 0)
+        remove_tree(dir, &aside)
     } else {
         unlinkat(dir, aside.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(io::Error::from)
     };
@@ -896,19 +896,54 @@ fn random(n: u32) -> u64 {
 }
 
 /// Removes the directory `name` in `dir` and everything in it, by descriptor, following no
-/// link (a link is removed as itself).
-fn remove_tree(dir: &OwnedFd, name: &OsStr, depth: usize) -> io::Result<()> {
-    if depth > 64 {
-        return Err(io::Error::other("too deep"));
-    }
-    let fd = open_dir_to_change(dir.as_fd(), name)?;
-    writable(&fd)?;
-    for (n, is_dir) in list(&fd)? {
-        if is_dir {
-            remove_tree(&fd, &n, depth + 1)?;
-        } else {
-            unlinkat(&fd, n.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
+/// link (a link is removed as itself), however deep: a job can nest directories thousands
+/// of levels down, and a tree left in a protected directory would stop every later job's
+/// snapshot there. It walks down one directory at a time, holding the names on the way (not
+/// a descriptor per level), and climbs back through `..`, checked to be the directory it
+/// came from. Called only once nothing of the job runs, so the tree holds still.
+fn remove_tree(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    let top = open_dir_to_change(dir.as_fd(), name)?;
+    writable(&top)?;
+    // The directories on the way down: (descriptor's identity, name in its parent).
+    let mut way: Vec<((u64, u64), OsString)> = Vec::new();
+    let mut cur = top;
+    loop {
+        let mut sub = None;
+        for (n, is_dir) in list(&cur)? {
+            if is_dir {
+                if sub.is_none() {
+                    sub = Some(n);
+                }
+            } else {
+                unlinkat(&cur, n.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
+            }
         }
+        if let Some(n) = sub {
+            let here = fstat(&cur)?;
+            let down = open_dir_to_change(cur.as_fd(), &n)?;
+            writable(&down)?;
+            way.push(((here.st_dev, here.st_ino), n));
+            cur = down;
+            continue;
+        }
+        // `cur` is empty: removed from its parent, which is where the walk goes on.
+        let Some((parent_id, own_name)) = way.pop() else {
+            break;
+        };
+        let up = openat(
+            &cur,
+            "..",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = fstat(&up)?;
+        if (st.st_dev, st.st_ino) != parent_id {
+            return Err(io::Error::other(
+                "the tree moved while it was being removed",
+            ));
+        }
+        unlinkat(&up, own_name.as_os_str(), UnlinkatFlags::RemoveDir)?;
+        cur = up;
     }
     unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
     Ok(())

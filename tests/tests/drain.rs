@@ -2815,3 +2815,41 @@ fn a_repository_a_job_nests_and_stages_is_set_aside() {
     d.sb.git(&wt, &["status", "--porcelain"]);
     assert!(!marker.exists(), "git ran what the job planted");
 }
+
+#[test]
+fn a_tree_too_deep_to_keep_is_removed_and_the_next_job_runs() {
+    // A job nests directories 300 levels down in `.git/hooks` (found by review: the sweep
+    // left such a tree in place, and every later job's snapshot there was refused).
+    let d = Drain::new("drain-deep");
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    let deep = "d=.git/hooks/deep; i=0; while [ $i -lt 300 ]; do mkdir -p $d || exit 1; cd $d; d=x; i=$((i+1)); done; touch leaf; echo deep=$?";
+    let first = d.submit_sh(&wt, deep);
+    let mut c = d.drain();
+    c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
+    let out = run(&mut c);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        d.log_of(&first).contains("deep=0"),
+        "premise: {}",
+        d.log_of(&first)
+    );
+    let (state, reason) = result_state_and_reason(&d, &first);
+    assert_eq!(state, "tampered", "{reason}");
+    let left: Vec<_> = fs::read_dir(wt.join(".git/hooks"))
+        .expect("hooks")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".sample"))
+        .collect();
+    assert!(left.is_empty(), "left in .git/hooks: {left:?}");
+    let next = d.submit_sh(&wt, "echo next-ran");
+    d.once();
+    assert_eq!(
+        d.expect_result(&next).0,
+        "done",
+        "{:?}",
+        d.expect_result(&next)
+    );
+    assert!(d.log_of(&next).contains("next-ran"));
+}

@@ -682,16 +682,9 @@ fn absent_swept(who: Who, layout: Layout) {
     ];
     match layout {
         Layout::Main => made.push(plain(".git/commondir")),
-        Layout::Linked => {
-            made.push(plain(".git/config"));
-            made.push((
-                format!(
-                    "mkdir {h} && printf '#!/bin/sh\\necho planted\\n' > {h}/pre-commit",
-                    h = q(s.at(".git/hooks"))
-                ),
-                s.at(".git/hooks"),
-            ));
-        }
+        // A linked worktree's own git dir holds no config or hooks git reads (they are the
+        // common dir's, read-only to the agent): not protected there.
+        Layout::Linked => {}
     }
     for (_, p) in &made {
         assert!(
