@@ -193,6 +193,41 @@ git_probe() {
 t_min_abi_2_git_commit_in_linked_worktree() { git_probe 2; }
 t_git_commit_in_linked_worktree() { git_probe ""; }
 
+# Protected paths in a main checkout (issue 19): .git/config and .vscode/tasks.json are
+# read-only in the launch's mount namespace, .git cannot be renamed away, and an .envrc the
+# agent creates is set aside by the watcher. Mount-setattr (5.12) and inotify on every kernel.
+protect_probe() {
+    scene "protect$1"
+    [ -z "$1" ] || config "min_abi = $1"
+    local g=(git -c user.name=lwk -c user.email=lwk@landwall.invalid -c init.defaultBranch=main)
+    "${g[@]}" init -q "$S/wt" && mkdir -p "$S/wt/.vscode" && echo '{}' >"$S/wt/.vscode/tasks.json" ||
+        fail "setting up the repository"
+    local config_before tasks_before
+    config_before=$(cksum <"$S/wt/.git/config")
+    tasks_before=$(cksum <"$S/wt/.vscode/tasks.json")
+    WD=$S/wt
+    # shellcheck disable=SC2016
+    shim sh -c 'echo "[core] fsmonitor = x" >> .git/config; echo "config $?"
+        mv .git .g 2>/dev/null; echo "rename $?"
+        echo evil > .vscode/tasks.json; echo "tasks $?"
+        echo evil > .envrc; echo "envrc $?"'
+    want_rc 0
+    ran
+    expect "the config is not writable" has_re "$OUT" "config [1-9]"
+    expect ".git cannot be renamed away" has_re "$OUT" "rename [1-9]"
+    expect "tasks.json is not writable" has_re "$OUT" "tasks [1-9]"
+    expect "the agent could create .envrc" has "$OUT" "envrc 0"
+    expect "the config is unchanged" test "$(cksum <"$S/wt/.git/config")" = "$config_before"
+    expect "tasks.json is unchanged" test "$(cksum <"$S/wt/.vscode/tasks.json")" = "$tasks_before"
+    expect ".git is where it was" test -d "$S/wt/.git" -a ! -e "$S/wt/.g"
+    local i=0
+    while [ -e "$S/wt/.envrc" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    expect ".envrc was set aside" test ! -e "$S/wt/.envrc"
+    expect "its content is kept aside" test -n "$(ls "$S/wt/" -a | grep '^\.envrc\.landwall-swept-')"
+}
+t_min_abi_2_protected_paths_hold() { protect_probe 2; }
+t_protected_paths_hold() { protect_probe ""; }
+
 # truncate(2) on a file granted read-only: TRUNCATE is ABI 3.
 truncate_probe() {
     scene "trunc$1"

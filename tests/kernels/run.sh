@@ -62,7 +62,7 @@ declare -A PKG_RE=(
 declare -A APT_SUITE=([6.12]=%s-backports [7.x]=trixie-backports)
 # What the guest's init loads (with their dependencies; built-in ones are skipped).
 MODULES=(virtio_pci 9pnet_virtio 9p overlay loop)
-SUITES=(shim escape drain)
+SUITES=(shim escape drain protect)
 T0=$SECONDS
 
 say() { echo "test-kernels: $*"; }
