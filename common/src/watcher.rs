@@ -168,9 +168,10 @@ fn run(
         n.watch(sweep);
         // What appeared before the watches were set.
         swept.extend(sweep_absent(sweep));
+        // (The submodules are looked at when the index or one of them changes, and at the
+        // exit: not now, when the agent has not run yet, which would read the index twice.)
         if let Some(subs) = subs {
             n.watch_submodules(subs);
-            swept.extend(sweep_submodules(subs, since));
         }
     }
     // The report waits for the agent's exit: the agent's terminal is its own until then.
