@@ -317,9 +317,20 @@ impl Protection {
     }
 }
 
+/// How many paths (and directories on the way) one `*` entry may hold.
+const MAX_PER_PATTERN: usize = 512;
+
 /// Why a protected path cannot be protected.
 #[derive(Debug, thiserror::Error)]
 pub enum ProtectError {
+    /// A `*` entry stands for more paths than a launch holds.
+    #[error("the protected path {rel} stands for more than {MAX_PER_PATTERN} paths under {}: so many mounts at every launch are refused; remove what does not belong there (a `.git` file in each of many directories is no submodule), or add \"!{rel}\" to `protect` in the system configuration file", base.display())]
+    TooMany {
+        /// The entry, as listed.
+        rel: String,
+        /// Where it was looked for.
+        base: PathBuf,
+    },
     /// It (or a directory on the way to it) is a symbolic link or a special file.
     #[error("{} is a protected path ({reason}) but {what}, which cannot be made read-only: replace it with a plain file or directory, or remove it; to leave it unprotected, add \"!{rel}\" to `protect` in the system configuration file", path.display())]
     Unprotectable {
@@ -408,8 +419,18 @@ pub fn resolve(
             (None, _) => (root, rel.as_str()),
         };
         // (An error names the entry as listed, `*` and all: that is what `!` trims.)
+        let held_before = p.held.len();
         for sub in expand(base, sub) {
             walk(&mut p, base, &sub, rel, reason.clone())?;
+            // The agent could make thousands (a `.git` file in each of as many
+            // directories), each a mount at every later launch; past a bound the launch is
+            // refused, rather than any of them left unheld.
+            if p.held.len() - held_before > MAX_PER_PATTERN {
+                return Err(ProtectError::TooMany {
+                    rel: rel.clone(),
+                    base: base.to_path_buf(),
+                });
+            }
         }
     }
     p.held.sort_by(|a, b| {
@@ -725,6 +746,23 @@ mod tests {
             .absent
             .iter()
             .any(|a| a.path == gd.join("config.worktree") && a.base == gd));
+    }
+
+    #[test]
+    fn a_pattern_that_stands_for_too_many_paths_is_refused() {
+        let (_t, root) = tree();
+        for i in 0..300 {
+            let d = root.join(format!("d{i}"));
+            std::fs::create_dir_all(&d).expect("mkdir");
+            std::fs::write(d.join(".git"), "gitdir: x\n").expect("git file");
+        }
+        let wt = Worktree {
+            root: root.clone(),
+            git: GitLayout::None,
+        };
+        let e = resolve(&wt, &list(&[])).expect_err("too many");
+        assert!(matches!(e, ProtectError::TooMany { .. }), "{e}");
+        assert!(resolve(&wt, &list(&[Change::Remove("*/.git".into())])).is_ok());
     }
 
     #[test]
