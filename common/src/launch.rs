@@ -119,11 +119,13 @@ pub trait Kernel {
 ///
 /// 1. single-threaded (a new namespace needs it, and before ABI 8 a thread that exists now
 ///    would stay unrestricted by Landlock);
-/// 2. in a linked worktree: the object quarantine's watcher started, outside everything
-///    that follows (it drops its own capabilities); then the private mount namespace in
-///    which the repository's object store is the quarantine. If the kernel refuses the
-///    namespace, the launch stops unless the configuration lets it go on with the objects
-///    writable, which is then said on stderr;
+/// 2. the watcher started, outside everything that follows (it drops its own capabilities
+///    and walls itself in): it sets aside the protected paths the agent creates and the
+///    submodules it makes or changes, and moves a linked worktree's quarantined objects;
+///    then the private mount namespace, in which the protected paths that exist are
+///    read-only, a linked worktree's object store is its quarantine and `/dev/pts` is a
+///    private instance. If the kernel refuses the namespace, the launch stops under
+///    `protect_required`, and otherwise says on stderr what it leaves writable;
 /// 3. capabilities dropped (all five sets, bounding first; after a new user namespace,
 ///    which grants a full set inside it);
 /// 4. no_new_privs set (so no exec can regain privilege, and Landlock may be applied);

@@ -106,11 +106,13 @@ pub enum Error {
     /// The seccomp filter.
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
-    /// The private mount namespace of a linked worktree could not be set up.
+    /// The private mount namespace (protected paths, a linked worktree's objects, the
+    /// private /dev/pts) could not be set up.
     #[error(transparent)]
     Namespace(#[from] ns::NsError),
-    /// The quarantine watcher of a linked worktree could not be started.
-    #[error("starting the object quarantine's watcher: {0}")]
+    /// The watcher (the protected paths' sweep, a linked worktree's quarantine) could not
+    /// be started.
+    #[error("starting the watcher (it sets aside protected paths the agent creates, and moves a linked worktree's new objects): {0}")]
     Watcher(#[source] io::Error),
     /// The check from inside after restricting found the wall not (fully) up.
     #[error("self-check after restricting: {0}; refusing to run the agent")]
