@@ -21,19 +21,48 @@ const MAX_INDEX: u64 = 256 << 20;
 const GITLINK: u32 = 0o160000;
 
 /// The paths of the gitlinks (submodules) in the index file `index`, relative to the
-/// worktree. Understands index versions 2, 3 and 4, with SHA-1 or SHA-256 names.
+/// worktree. Understands index versions 2, 3 and 4, with SHA-1 or SHA-256 names, with or
+/// without a checksum (`index.skipHash`), and a split index (`core.splitIndex`: the
+/// entries of its `sharedindex.*` count too, those it deletes as well: more submodules
+/// looked at, never fewer).
 pub fn gitlinks(index: &Path) -> io::Result<Vec<PathBuf>> {
-    let file = match std::fs::File::open(index) {
+    let Some(data) = read_index(index)? else {
+        return Ok(Vec::new());
+    };
+    let bad = || io::Error::other(format!("{} is not an index git wrote", index.display()));
+    let (mut links, shared) = parse(&data).ok_or_else(bad)?;
+    if let Some(hash) = shared {
+        let name = format!("sharedindex.{hash}");
+        let path = index.with_file_name(&name);
+        let data = read_index(&path)?.ok_or_else(|| {
+            io::Error::other(format!(
+                "{}: the split index's {name} is missing",
+                index.display()
+            ))
+        })?;
+        let (more, _) = parse(&data).ok_or_else(bad)?;
+        links.extend(more);
+        links.sort();
+        links.dedup();
+    }
+    Ok(links)
+}
+
+fn read_index(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     let mut data = Vec::new();
     file.take(MAX_INDEX + 1).read_to_end(&mut data)?;
     if data.len() as u64 > MAX_INDEX {
-        return Err(io::Error::other("the index is larger than 256 MiB"));
+        return Err(io::Error::other(format!(
+            "{} is larger than 256 MiB",
+            path.display()
+        )));
     }
-    parse(&data).ok_or_else(|| io::Error::other("the index is not one git wrote"))
+    Ok(Some(data))
 }
 
 fn be32(d: &[u8], at: usize) -> Option<u32> {
@@ -41,21 +70,27 @@ fn be32(d: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// The hash length of the index: its trailing checksum is a SHA-1 of what precedes it, or
-/// else it is a SHA-256 repository's.
-fn hash_len(d: &[u8]) -> usize {
+/// Whether the index's trailing checksum is a SHA-1 of what precedes it (a SHA-1
+/// repository's index with its checksum).
+fn sha1_checksummed(d: &[u8]) -> bool {
     use sha1_checked::Digest as _;
-    if d.len() > 20 {
+    d.len() > 20 && {
         let (body, sum) = d.split_at(d.len() - 20);
-        let got = sha1_checked::Sha1::digest(body);
-        if got.as_slice() == sum {
-            return 20;
-        }
+        sha1_checked::Sha1::digest(body).as_slice() == sum
     }
-    32
 }
 
-fn parse(d: &[u8]) -> Option<Vec<PathBuf>> {
+/// The gitlinks of an index, and the name of its shared index if it is split. The hash
+/// length is SHA-1's where the checksum says so; without a checksum (`index.skipHash`
+/// writes zeros) the entries are read with SHA-1's, then SHA-256's, until they read whole.
+fn parse(d: &[u8]) -> Option<(Vec<PathBuf>, Option<String>)> {
+    if sha1_checksummed(d) {
+        return parse_with(d, 20);
+    }
+    parse_with(d, 20).or_else(|| parse_with(d, 32))
+}
+
+fn parse_with(d: &[u8], hlen: usize) -> Option<(Vec<PathBuf>, Option<String>)> {
     if d.get(0..4)? != b"DIRC" {
         return None;
     }
@@ -64,7 +99,6 @@ fn parse(d: &[u8]) -> Option<Vec<PathBuf>> {
         return None;
     }
     let count = be32(d, 8)? as usize;
-    let hlen = hash_len(d);
     let mut at = 12;
     let mut out = Vec::new();
     let mut prev: Vec<u8> = Vec::new();
@@ -111,7 +145,24 @@ fn parse(d: &[u8]) -> Option<Vec<PathBuf>> {
         }
         prev = name;
     }
-    Some(out)
+    // Extensions, up to the trailing checksum: each a signature and a size. `link` (split
+    // index) names the shared index by its hash.
+    let end = d.len().checked_sub(hlen)?;
+    let mut shared = None;
+    while at < end {
+        let sig = d.get(at..at + 4)?;
+        let size = be32(d, at + 4)? as usize;
+        let body = d.get(at + 8..(at + 8).checked_add(size)?)?;
+        if sig == b"link" {
+            let hash = body.get(..hlen)?;
+            shared = Some(hash.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        at += 8 + size;
+    }
+    if at != end {
+        return None;
+    }
+    Some((out, shared))
 }
 
 /// The change time of `path` (not following a last symlink), if it exists.
@@ -222,7 +273,7 @@ mod tests {
         if Command::new("git").arg("--version").output().is_err() {
             panic!("git is needed for this test (make test-tools installs it)");
         }
-        for version in ["2", "3", "4"] {
+        for version in ["2", "3", "4", "split", "skiphash"] {
             let t = crate::testutil::Scratch::new("gitlinks");
             let root = t.0.join("top");
             let lib = t.0.join("lib");
@@ -244,7 +295,25 @@ mod tests {
             git(&nested, &["init", "-q"]);
             git(&nested, &["commit", "-q", "--allow-empty", "-m", "n"]);
             git(&root, &["add", "deep/new"]);
-            git(&root, &["update-index", "--index-version", version]);
+            match version {
+                // The gitlinks in the shared index, the main one holding only a link to it.
+                "split" => {
+                    git(&root, &["update-index", "--split-index"]);
+                    let shared = std::fs::read_dir(root.join(".git"))
+                        .expect("git dir")
+                        .flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with("sharedindex."));
+                    assert!(shared, "no split index");
+                }
+                // No checksum: zeros where it would be.
+                "skiphash" => {
+                    std::fs::write(root.join("f"), "f").expect("write");
+                    git(&root, &["-c", "index.skipHash=true", "add", "f"]);
+                    let index = std::fs::read(root.join(".git/index")).expect("index");
+                    assert!(index.ends_with(&[0; 20]), "no checksum-less index");
+                }
+                v => git(&root, &["update-index", "--index-version", v]),
+            }
             let index = root.join(".git/index");
             let mut links = gitlinks(&index).expect("index");
             links.sort();
