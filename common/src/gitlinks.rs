@@ -194,20 +194,79 @@ pub fn git_dir_of(sub: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The submodules of the worktree at `root` (index file `index`) whose `.git`, or whose git
-/// dir's config, hooks, info, commondir (and what it names) changed at or after `since`
-/// (seconds, nanoseconds of the coarse real-time clock): what the agent made or rewrote.
-pub fn changed_since(root: &Path, index: &Path, since: (i64, i64)) -> io::Result<Vec<PathBuf>> {
+/// The gitlinks of the index as it was when the launch started, read from `file` (the
+/// index opened by the launch before the agent ran: git replaces the index by renaming a
+/// new file over it, so this is the old one). `None` where that is not known: no index,
+/// one that cannot be read, or one changed in place since `since` (its change time).
+pub fn at_start(
+    file: Option<std::fs::File>,
+    index: &Path,
+    since: (i64, i64),
+) -> Option<Vec<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(mut file) = file else {
+        // No index then: every gitlink now is new.
+        return Some(Vec::new());
+    };
+    let mut data = Vec::new();
+    (&mut file)
+        .take(MAX_INDEX + 1)
+        .read_to_end(&mut data)
+        .ok()?;
+    let m = file.metadata().ok()?;
+    if (m.ctime(), m.ctime_nsec()) >= since || data.len() as u64 > MAX_INDEX {
+        return None;
+    }
+    let (mut links, shared) = parse(&data)?;
+    if let Some(hash) = shared {
+        let data = read_index(&index.with_file_name(format!("sharedindex.{hash}"))).ok()??;
+        links.extend(parse(&data)?.0);
+    }
+    Some(links)
+}
+
+/// How deep [`suspects`] follows submodules of submodules.
+const MAX_NESTING: usize = 4;
+
+/// The submodules of the worktree at `root` (index file `index`) that git would enter on
+/// your next `git status`, and that the agent may have made or changed: each populated
+/// gitlink that was not in the index when the launch started (`start`; all of them when
+/// that is not known), or whose `.git`, or git dir's config, hooks, info, commondir (and
+/// what it names), changed at or after `since`; and, in the others, their own submodules
+/// the same way (a submodule's index the agent changed makes all of its submodules
+/// suspect). Paths relative to `root`. An index that cannot be read is an error: the
+/// caller sets it aside.
+pub fn suspects(
+    root: &Path,
+    index: &Path,
+    start: Option<&[PathBuf]>,
+    since: (i64, i64),
+) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    suspects_in(root, Path::new(""), index, start, since, 0, &mut out)?;
+    Ok(out)
+}
+
+fn suspects_in(
+    root: &Path,
+    prefix: &Path,
+    index: &Path,
+    start: Option<&[PathBuf]>,
+    since: (i64, i64),
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+) -> io::Result<()> {
     for rel in gitlinks(index)? {
-        let sub = root.join(&rel);
+        let sub = root.join(prefix).join(&rel);
         let dotgit = sub.join(".git");
         let Some(own) = ctime(&dotgit) else {
             // Not populated: git does not enter it.
             continue;
         };
+        let new = start.is_none_or(|s| !s.contains(&rel));
         let mut times = vec![own];
-        if let Some(g) = git_dir_of(&sub) {
+        let git_dir = git_dir_of(&sub);
+        if let Some(g) = &git_dir {
             let mut dirs = vec![g.clone()];
             if let Ok(c) = std::fs::read(g.join("commondir")) {
                 let c = c.strip_suffix(b"\n").unwrap_or(&c);
@@ -224,11 +283,30 @@ pub fn changed_since(root: &Path, index: &Path, since: (i64, i64)) -> io::Result
                 }
             }
         }
-        if times.iter().any(|t| *t >= since) {
-            out.push(rel);
+        if new || times.iter().any(|t| *t >= since) {
+            out.push(prefix.join(&rel));
+            continue;
+        }
+        // Its own submodules: what it held at the start is not known, so if its index
+        // changed during the launch, every one of them is suspect.
+        if let (Some(g), true) = (git_dir, depth < MAX_NESTING) {
+            let nested_index = g.join("index");
+            let nested_start: Option<Vec<PathBuf>> = match ctime(&nested_index) {
+                Some(t) if t >= since => None,
+                _ => Some(gitlinks(&nested_index).unwrap_or_default()),
+            };
+            suspects_in(
+                root,
+                &prefix.join(&rel),
+                &nested_index,
+                nested_start.as_deref(),
+                since,
+                depth + 1,
+                out,
+            )?;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The coarse real-time clock: what the kernel stamps ctimes with, so that a change made
@@ -318,13 +396,21 @@ mod tests {
             let mut links = gitlinks(&index).expect("index");
             links.sort();
             assert_eq!(links, [PathBuf::from("deep/new"), PathBuf::from("old")]);
+            // Both were in the index at the start: only the one made since is suspect.
+            let start = [PathBuf::from("deep/new"), PathBuf::from("old")];
             assert_eq!(
-                changed_since(&root, &index, since).expect("changed"),
+                suspects(&root, &index, Some(&start), since).expect("suspects"),
+                [PathBuf::from("deep/new")],
+                "index version {version}"
+            );
+            // Staged since the start (made in an earlier launch): suspect all the same.
+            assert_eq!(
+                suspects(&root, &index, Some(&start[1..]), now_coarse()).expect("suspects"),
                 [PathBuf::from("deep/new")],
                 "index version {version}"
             );
             git(&root.join("old"), &["config", "core.fsmonitor", "true"]);
-            let mut changed = changed_since(&root, &index, since).expect("changed");
+            let mut changed = suspects(&root, &index, Some(&start), since).expect("suspects");
             changed.sort();
             assert_eq!(changed, [PathBuf::from("deep/new"), PathBuf::from("old")]);
         }

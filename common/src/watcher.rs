@@ -17,7 +17,8 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 use crate::policy::Quarantine;
 use crate::protect::{Absent, Protection};
@@ -62,7 +63,16 @@ pub fn start(
         }
     }
     let pidfd = sys::pidfd_self()?;
-    let watch = || watch(&pidfd, q, protection, since, min_abi);
+    // The index as it is before the agent runs (git replaces it by a rename, so this stays
+    // the old one): which submodules were there at the start. Read by the watcher.
+    let index = protection.submodules.as_ref().and_then(|s| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&s.index)
+            .ok()
+    });
+    let watch = move || watch(&pidfd, q, protection, since, index, min_abi);
     sys::spawn_detached(watch)
 }
 
@@ -74,8 +84,14 @@ fn watch(
     q: Option<&Quarantine>,
     protection: &Protection,
     since: (i64, i64),
+    index: Option<fs::File>,
     min_abi: u32,
 ) -> i32 {
+    // Read before anything else, and before its descriptor is closed with the others.
+    let start = protection
+        .submodules
+        .as_ref()
+        .and_then(|s| crate::gitlinks::at_start(index, &s.index, since));
     // Forked before the launch drops its capabilities: the watcher drops its own, and can
     // gain none by exec (it execs only git, for packs).
     if let Err(e) = crate::caps::drop_all() {
@@ -117,7 +133,7 @@ fn watch(
         .map(Path::new)
         .find(|p| p.is_file())
         .unwrap_or(Path::new("/nonexistent/git"));
-    run(q, git, pidfd, protection, since)
+    run(q, git, pidfd, protection, since, start.as_deref())
 }
 
 /// Says on stderr what the sweep removed (nothing when nothing appeared).
@@ -138,6 +154,7 @@ fn run(
     pidfd: &OwnedFd,
     protection: &Protection,
     since: (i64, i64),
+    start: Option<&[PathBuf]>,
 ) -> i32 {
     let sweep = protection.absent.as_slice();
     let once = |q: &Quarantine, when: &str, prune: bool| match crate::objects::migrate(
@@ -194,7 +211,7 @@ fn run(
                 // A directory on the way may have appeared: watch it too.
                 n.watch(sweep);
                 if let (true, Some(subs)) = (submodules_moved, subs) {
-                    swept.extend(sweep_submodules(subs, since));
+                    swept.extend(sweep_submodules(subs, start, since));
                     n.watch_submodules(subs);
                 }
             }
@@ -206,7 +223,7 @@ fn run(
     // The sweep first: it is what a command run right after the agent must not meet.
     swept.extend(sweep_absent(sweep));
     if let Some(subs) = subs {
-        swept.extend(sweep_submodules(subs, since));
+        swept.extend(sweep_submodules(subs, start, since));
     }
     report(&swept);
     if let Some(q) = q {
@@ -396,6 +413,10 @@ pub fn wall_self(
             }
         };
         add(&subs.root, Access::ReadWrite);
+        // The index's directory: an index that cannot be read is set aside there.
+        if let Some(dir) = subs.index.parent() {
+            add(dir, Access::ReadWrite);
+        }
         for g in &subs.git_dirs {
             add(g, Access::ReadOnly);
         }
@@ -465,15 +486,40 @@ fn nearest_existing_dir(a: &Absent) -> Option<std::path::PathBuf> {
 /// Sets aside the `.git` of each submodule the agent made or changed since `since` (see
 /// [`crate::gitlinks`]): git then takes the submodule for one not checked out, and enters
 /// it no more. One line for each, and for a failure.
-fn sweep_submodules(subs: &crate::protect::Submodules, since: (i64, i64)) -> Vec<String> {
-    let changed = match crate::gitlinks::changed_since(&subs.root, &subs.index, since) {
+fn sweep_submodules(
+    subs: &crate::protect::Submodules,
+    start: Option<&[PathBuf]>,
+    since: (i64, i64),
+) -> Vec<String> {
+    let changed = match crate::gitlinks::suspects(&subs.root, &subs.index, start, since) {
         Ok(c) => c,
+        // An index git would read but this cannot (the agent may have shaped it so): set
+        // aside, so that git enters no submodule on your next `git status`.
         Err(e) => {
-            return vec![format!(
-                "could not read the submodules of {} from {} ({e}): a submodule the agent added or changed would run its config and hooks on your next `git status`; look with `git submodule status` and `git diff --submodule`",
-                subs.root.display(),
-                subs.index.display()
-            )]
+            let a = Absent {
+                path: subs.index.clone(),
+                base: subs.index.parent().unwrap_or(&subs.index).to_path_buf(),
+                reason: "".into(),
+            };
+            let mut opened = Vec::new();
+            let result = sweep_one(&a, &mut opened);
+            for (fd, mode) in opened.iter().rev() {
+                if let Err(e) = chmod_fd(fd, *mode) {
+                    log::debug!("sweep: restoring a mode: {e}");
+                }
+            }
+            return vec![match result {
+                Ok(Some(s)) => format!(
+                    "the index {} could not be read ({e}): moved aside to {}, so that git enters no submodule the agent may have made; look at `git diff --submodule HEAD`, then `git reset` rebuilds it",
+                    subs.index.display(),
+                    s.aside.display()
+                ),
+                Ok(None) => return Vec::new(),
+                Err(e2) => format!(
+                    "the index {} could not be read ({e}) nor set aside ({e2}): a submodule the agent made would run its config and hooks on your next `git status`; look with `git diff --submodule` first",
+                    subs.index.display()
+                ),
+            }];
         }
     };
     let mut out = Vec::new();

@@ -123,6 +123,8 @@ pub struct Snapshot {
     /// submodule made or changed since is set aside after the job ([`landwall::gitlinks`]).
     submodules: Option<protect::Submodules>,
     since: (i64, i64),
+    /// The submodules of the index before the job (`None`: its index could not be read).
+    start_links: Option<Vec<PathBuf>>,
 }
 
 /// How much a snapshot holds so far.
@@ -149,6 +151,8 @@ pub enum What {
     /// A submodule (a gitlink of the index) whose `.git` or git dir the job made or
     /// changed: its `.git` is renamed aside, to the name given, and nothing is lost.
     SubmoduleSetAside(String),
+    /// The index, which could not be read, renamed aside (to the name given, and why).
+    IndexSetAside(String),
 }
 
 /// One difference, and whether it was put back.
@@ -189,11 +193,17 @@ impl Snapshot {
             .iter()
             .map(|a| (a.clone(), shown(worktree, &a.path)))
             .collect();
+        let since = landwall::gitlinks::now_coarse();
+        let start_links = match &protection.submodules {
+            Some(subs) => landwall::gitlinks::gitlinks(&subs.index).ok(),
+            None => Some(Vec::new()),
+        };
         Ok(Snapshot {
             held,
             absent,
             submodules: protection.submodules.clone(),
-            since: landwall::gitlinks::now_coarse(),
+            since,
+            start_links,
         })
     }
 
@@ -224,7 +234,7 @@ impl Snapshot {
             sweep_absent(a, shown, &mut out);
         }
         if let Some(subs) = &self.submodules {
-            sweep_submodules(subs, self.since, &mut out);
+            sweep_submodules(subs, self.start_links.as_deref(), self.since, &mut out);
         }
         out
     }
@@ -233,14 +243,32 @@ impl Snapshot {
 /// Sets aside the `.git` of each submodule the job made or changed since `since`: renamed
 /// in its directory (opened without following a link), never over anything. Git then takes
 /// the submodule for one not checked out and enters it no more.
-fn sweep_submodules(subs: &protect::Submodules, since: (i64, i64), out: &mut Vec<Found>) {
-    let changed = match landwall::gitlinks::changed_since(&subs.root, &subs.index, since) {
+fn sweep_submodules(
+    subs: &protect::Submodules,
+    start: Option<&[PathBuf]>,
+    since: (i64, i64),
+    out: &mut Vec<Found>,
+) {
+    let changed = match landwall::gitlinks::suspects(&subs.root, &subs.index, start, since) {
         Ok(c) => c,
+        // An index git would read but this cannot: set aside, so that git enters no
+        // submodule the job may have made.
         Err(e) => {
+            let aside = format!("index.landwall-swept-{}", std::process::id());
+            let moved = open_parent(&subs.index).and_then(|(dir, name)| {
+                renameat2(
+                    &dir,
+                    name,
+                    &dir,
+                    aside.as_str(),
+                    RenameFlags::RENAME_NOREPLACE,
+                )
+                .map_err(io::Error::from)
+            });
             out.push(Found {
                 path: ".git/index".into(),
-                what: What::Changed,
-                restored: Err(format!("its submodules could not be read: {e}")),
+                what: What::IndexSetAside(format!("{aside}; it could not be read: {e}")),
+                restored: moved.map_err(|e| e.to_string()),
             });
             return;
         }
@@ -283,6 +311,9 @@ pub fn describe(found: &[Found]) -> String {
                 What::Removed => "removed".to_string(),
                 What::Changed => "changed".to_string(),
                 What::Replaced => "replaced".to_string(),
+                What::IndexSetAside(aside) => format!(
+                    "unreadable (git would enter the submodules it lists: set aside as {aside})"
+                ),
                 What::SubmoduleSetAside(aside) => format!(
                     "made or changed (a submodule, whose config and hooks your next `git status` runs: its .git set aside as {aside})"
                 ),

@@ -777,11 +777,23 @@ enum Vector {
     /// in its own config, staged and committed as a submodule: the user's `git status` at the
     /// top runs `git status` inside it.
     NestedSubmodule,
+    /// Found by review: the same, staged into a split index (`git update-index
+    /// --split-index`), whose entries live in `sharedindex.*`.
+    SplitIndexSubmodule,
+    /// Found by review: the same, staged into an index without a checksum
+    /// (`index.skipHash`).
+    SkipHashSubmodule,
+    /// Found by review: a repository nested in the existing submodule `sm` and staged in
+    /// `sm`'s own index: the user's `git status` at the top enters `sm`, which enters it.
+    NestedInSubmodule,
 }
 
 /// What the protected paths are to stop (the others run in tests of their own).
 const VECTORS: &[Vector] = &[
     Vector::NestedSubmodule,
+    Vector::SplitIndexSubmodule,
+    Vector::SkipHashSubmodule,
+    Vector::NestedInSubmodule,
     Vector::Fsmonitor,
     Vector::WorktreeConfig,
     Vector::Hook,
@@ -854,6 +866,18 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         (Vector::NestedSubmodule, _) => vec![
             "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
             "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'".into(),
+        ],
+        (Vector::SplitIndexSubmodule, _) => vec![
+            "git update-index --split-index".into(),
+            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
+            "git update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib".into(),
+        ],
+        (Vector::SkipHashSubmodule, _) => vec![
+            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
+            "git -c index.skipHash=true update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib".into(),
+        ],
+        (Vector::NestedInSubmodule, _) => vec![
+            "cd sm && rm -rf lw-deep && git init -q lw-deep && git -C lw-deep -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m deep && git -C lw-deep config core.fsmonitor \"$P\" && git update-index --add --cacheinfo 160000,$(git -C lw-deep rev-parse HEAD),lw-deep".into(),
         ],
         (Vector::OtherWorktreeConfig, _) => vec![format!(
             "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > {common}/worktrees/other/config.worktree"
@@ -1088,3 +1112,50 @@ fn namespace_refused(who: Who, layout: Layout) {
     );
 }
 matrix!(namespace_refused: protected_paths_without_a_namespace_main_checkout, protected_paths_without_a_namespace_main_checkout_unprivileged, protected_paths_without_a_namespace_linked_worktree, protected_paths_without_a_namespace_linked_worktree_unprivileged);
+
+// ---- Found by review: a repository nested in one launch (unstaged: the user's git runs
+// nothing of it) and staged as a submodule in the next, where nothing in it changes.
+
+fn planted_in_one_launch_staged_in_the_next(who: Who, layout: Layout) {
+    let s = Scene::new("prot-twolaunch", who, layout, false);
+    let payload = format!(
+        "printf '#!/bin/sh\\necho \"$0\" >> %s\\n' {pwned} > lw-payload; chmod +x lw-payload",
+        pwned = q(s.pwned())
+    );
+    let first = format!(
+        "{payload}; rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$PWD/lw-payload\"; echo first=$?"
+    );
+    let second = "git update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib; echo second=$?";
+    let out = s.run_walled(&first);
+    assert!(stdout(&out).contains("first=0"), "{}", describe(&out));
+    // The change times of what the first launch wrote are now older than the second's start.
+    std::thread::sleep(Duration::from_millis(50));
+    let out = s.run_walled(second);
+    assert!(stdout(&out).contains("second=0"), "{}", describe(&out));
+    let gits = users_next_git(&s, &s.wt);
+    assert!(
+        !s.pwned().exists(),
+        "{who:?} {layout:?}: the user's git ran the nested repository's payload:\n{}\n{}",
+        describe(&out),
+        gits.iter().map(describe).collect::<Vec<_>>().join("\n")
+    );
+    // The control: the same two steps outside the wall.
+    remove_if_there(&s.wt.join("lw-lib"));
+    for name in std::fs::read_dir(&s.wt).expect("wt").flatten() {
+        if name.file_name().to_string_lossy().starts_with("lw-lib") {
+            remove_if_there(&name.path());
+        }
+    }
+    let _reset = s.user_git(&s.wt, &["rm", "-q", "--cached", "-f", "lw-lib"]);
+    let out = s.run_control(&first);
+    assert!(stdout(&out).contains("first=0"), "{}", describe(&out));
+    let out = s.run_control(second);
+    assert!(stdout(&out).contains("second=0"), "{}", describe(&out));
+    let gits = users_next_git(&s, &s.wt);
+    assert!(
+        s.pwned().exists(),
+        "control: the payload did not run:\n{}",
+        gits.iter().map(describe).collect::<Vec<_>>().join("\n")
+    );
+}
+matrix!(planted_in_one_launch_staged_in_the_next: a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_main_checkout, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_main_checkout_unprivileged, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_linked_worktree, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_linked_worktree_unprivileged);
