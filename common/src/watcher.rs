@@ -501,13 +501,7 @@ fn sweep_submodules(
                 base: subs.index.parent().unwrap_or(&subs.index).to_path_buf(),
                 reason: "".into(),
             };
-            let mut opened = Vec::new();
-            let result = sweep_one(&a, &mut opened);
-            for (fd, mode) in opened.iter().rev() {
-                if let Err(e) = chmod_fd(fd, *mode) {
-                    log::debug!("sweep: restoring a mode: {e}");
-                }
-            }
+            let result = set_aside_restoring_modes(&a);
             return vec![match result {
                 Ok(Some(s)) => format!(
                     "the index {} could not be read ({e}): moved aside to {}, so that git enters no submodule the agent may have made; look at `git diff --submodule HEAD`, then `git reset` rebuilds it",
@@ -529,13 +523,7 @@ fn sweep_submodules(
             base: subs.root.clone(),
             reason: "".into(),
         };
-        let mut opened = Vec::new();
-        let result = sweep_one(&a, &mut opened);
-        for (fd, mode) in opened.iter().rev() {
-            if let Err(e) = chmod_fd(fd, *mode) {
-                log::debug!("sweep: restoring a mode: {e}");
-            }
-        }
+        let result = set_aside_restoring_modes(&a);
         out.push(match result {
             Ok(Some(s)) => format!(
                 "the submodule {} was made or changed while the agent ran (your next `git status` would run its config and hooks): its .git moved aside to {}; look at it, then move it back or run `git submodule update --init`",
@@ -598,14 +586,7 @@ impl std::fmt::Display for Swept {
 pub fn sweep_absent(list: &[Absent]) -> Vec<String> {
     let mut out = Vec::new();
     for a in list {
-        let mut opened = Vec::new();
-        let result = sweep_one(a, &mut opened);
-        // The modes the agent gave the directories on the way, as they were.
-        for (fd, mode) in opened.iter().rev() {
-            if let Err(e) = chmod_fd(fd, *mode) {
-                log::debug!("sweep: restoring a mode: {e}");
-            }
-        }
+        let result = set_aside_restoring_modes(a);
         match result {
             Ok(Some(s)) => out.push(s.to_string()),
             Ok(None) => {}
@@ -617,6 +598,18 @@ pub fn sweep_absent(list: &[Absent]) -> Vec<String> {
         }
     }
     out
+}
+
+/// [`sweep_one`], then the modes the agent gave the directories on the way, as they were.
+fn set_aside_restoring_modes(a: &Absent) -> io::Result<Option<Swept>> {
+    let mut opened = Vec::new();
+    let result = sweep_one(a, &mut opened);
+    for (fd, mode) in opened.iter().rev() {
+        if let Err(e) = chmod_fd(fd, *mode) {
+            log::debug!("sweep: restoring a mode: {e}");
+        }
+    }
+    result
 }
 
 /// Gives the owner (this process's user, as the agent is) read, write and search on the

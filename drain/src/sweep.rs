@@ -255,16 +255,7 @@ fn sweep_submodules(
         // submodule the job may have made.
         Err(e) => {
             let aside = format!("index.landwall-swept-{}", std::process::id());
-            let moved = open_parent(&subs.index).and_then(|(dir, name)| {
-                renameat2(
-                    &dir,
-                    name,
-                    &dir,
-                    aside.as_str(),
-                    RenameFlags::RENAME_NOREPLACE,
-                )
-                .map_err(io::Error::from)
-            });
+            let moved = rename_to(&subs.index, &aside);
             out.push(Found {
                 path: ".git/index".into(),
                 what: What::IndexSetAside(format!("{aside}; it could not be read: {e}")),
@@ -277,22 +268,20 @@ fn sweep_submodules(
         let dotgit = subs.root.join(&rel).join(".git");
         let shown = format!("{}/.git", rel.display());
         let aside = format!(".git.landwall-swept-{}", std::process::id());
-        let moved = open_parent(&dotgit).and_then(|(dir, name)| {
-            renameat2(
-                &dir,
-                name,
-                &dir,
-                aside.as_str(),
-                RenameFlags::RENAME_NOREPLACE,
-            )
-            .map_err(io::Error::from)
-        });
+        let moved = rename_to(&dotgit, &aside);
         out.push(Found {
             path: shown,
             what: What::SubmoduleSetAside(aside),
             restored: moved.map_err(|e| e.to_string()),
         });
     }
+}
+
+/// Renames `path` to `aside` in its own directory (opened with no symbolic link on the
+/// way), never over anything.
+fn rename_to(path: &Path, aside: &str) -> io::Result<()> {
+    let (dir, name) = open_parent(path)?;
+    renameat2(&dir, name, &dir, aside, RenameFlags::RENAME_NOREPLACE).map_err(io::Error::from)
 }
 
 /// The result's reason for what the sweep found, one line: `tampered: .git/hooks/pre-commit
