@@ -512,10 +512,8 @@ struct Running {
     cgroup: Option<PathBuf>,
     /// The caps it runs under.
     caps: JobCaps,
-    /// Its worktree (the real path the daemon checked).
-    worktree: PathBuf,
-    /// Its worktree's protected paths as they were before it started (shared with the
-    /// other jobs running in the same worktree: the state before any of them started).
+    /// Its worktree's protected paths as they were before it started (no other job that
+    /// could change them runs meanwhile: see [`reach`]).
     snapshot: Rc<Snapshot>,
     /// Where it can write that another job's protected paths may lie ([`reach`]).
     reach: Vec<PathBuf>,
@@ -1032,15 +1030,10 @@ impl Daemon {
     }
 
     /// The protected paths of `worktree` as they are before a job starts there, for the
-    /// sweep after it ([`sweep`]). While another job runs in the same worktree, its
-    /// snapshot is shared: the protected paths may be that job's doing by now, and what they
-    /// were before either started is what both jobs' sweeps put back. An error (a protected
-    /// path that is a link, or too large to keep a copy of) is one line; the job is not
-    /// started.
+    /// sweep after it ([`sweep`]). No job that could change them runs meanwhile (`fill`
+    /// waits for it: [`reach`]). An error (a protected path that is a link, or too large to
+    /// keep a copy of) is one line; the job is not started.
     fn snapshot(&self, worktree: &Path) -> Result<Rc<Snapshot>, String> {
-        if let Some(r) = self.running.iter().find(|r| r.worktree == worktree) {
-            return Ok(r.snapshot.clone());
-        }
         // As the runner finds it: the daemon's checked real path is the override.
         let wt =
             landwall::worktree::discover(worktree, Some(worktree)).map_err(|e| e.to_string())?;
@@ -1183,7 +1176,6 @@ impl Daemon {
             backstop_at: None,
             cgroup,
             caps: *caps,
-            worktree: worktree.to_path_buf(),
             reach: reach(worktree),
             snapshot,
         };
