@@ -29,7 +29,14 @@ pub fn gitlinks(index: &Path) -> io::Result<Vec<PathBuf>> {
     let Some(data) = read_index(index)? else {
         return Ok(Vec::new());
     };
-    let bad = || io::Error::other(format!("{} is not an index git wrote", index.display()));
+    // InvalidData: what git would read but this cannot (the caller sets such an index
+    // aside); any other error (too large, unreadable) is only said.
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not an index this can read", index.display()),
+        )
+    };
     let (mut links, shared) = parse(&data).ok_or_else(bad)?;
     if let Some(hash) = shared {
         let name = format!("sharedindex.{hash}");

@@ -493,6 +493,13 @@ fn sweep_submodules(
 ) -> Vec<String> {
     let changed = match crate::gitlinks::suspects(&subs.root, &subs.index, start, since) {
         Ok(c) => c,
+        // An index too large or unreadable here: said (git may not read it either).
+        Err(e) if e.kind() != io::ErrorKind::InvalidData => {
+            return vec![format!(
+                "could not read the index {} ({e}): a submodule the agent added or changed would run its config and hooks on your next `git status`; look with `git diff --submodule` first",
+                subs.index.display()
+            )]
+        }
         // An index git would read but this cannot (the agent may have shaped it so): set
         // aside, so that git enters no submodule on your next `git status`.
         Err(e) => {

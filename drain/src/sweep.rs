@@ -251,6 +251,15 @@ fn sweep_submodules(
 ) {
     let changed = match landwall::gitlinks::suspects(&subs.root, &subs.index, start, since) {
         Ok(c) => c,
+        // An index too large or unreadable here: said, not restored.
+        Err(e) if e.kind() != io::ErrorKind::InvalidData => {
+            out.push(Found {
+                path: ".git/index".into(),
+                what: What::Changed,
+                restored: Err(format!("its submodules could not be read: {e}")),
+            });
+            return;
+        }
         // An index git would read but this cannot: set aside, so that git enters no
         // submodule the job may have made.
         Err(e) => {

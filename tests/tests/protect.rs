@@ -1159,3 +1159,38 @@ fn planted_in_one_launch_staged_in_the_next(who: Who, layout: Layout) {
     );
 }
 matrix!(planted_in_one_launch_staged_in_the_next: a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_main_checkout, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_main_checkout_unprivileged, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_linked_worktree, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_linked_worktree_unprivileged);
+
+/// An index the watcher cannot read (one the agent shaped so that git would read it but a
+/// check would not) is set aside whole at the exit: git then enters no submodule. Here the
+/// agent writes an index of an unknown version; the control shows it stays where it is.
+fn unreadable_index(who: Who, layout: Layout) {
+    let s = Scene::new("prot-badindex", who, layout, false);
+    let index = s.git_dir.join("index");
+    let script = format!(
+        "printf 'DIRC\\000\\000\\000\\011\\000\\000\\000\\000' > {i}; echo wrote=$?",
+        i = q(&index)
+    );
+    let out = s.run_walled(&script);
+    assert!(stdout(&out).contains("wrote=0"), "{}", describe(&out));
+    let aside = std::fs::read_dir(&s.git_dir)
+        .expect("git dir")
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("index.landwall-swept-")
+        });
+    assert!(
+        aside,
+        "{who:?} {layout:?}: the index was not set aside:\n{}",
+        describe(&out)
+    );
+    assert!(
+        !index.exists(),
+        "{who:?} {layout:?}: an index is still there"
+    );
+    let out = s.run_control(&script);
+    assert!(stdout(&out).contains("wrote=0"), "{}", describe(&out));
+    assert!(index.exists(), "control: the index is gone");
+}
+matrix!(unreadable_index: an_index_the_watcher_cannot_read_is_set_aside_main_checkout, an_index_the_watcher_cannot_read_is_set_aside_main_checkout_unprivileged, an_index_the_watcher_cannot_read_is_set_aside_linked_worktree, an_index_the_watcher_cannot_read_is_set_aside_linked_worktree_unprivileged);
