@@ -320,7 +320,11 @@ impl Notify {
                     for e in events {
                         let index = Some(e.wd) == self.index_dir
                             && e.name.as_deref().is_some_and(|n| n == "index");
-                        if index || self.submodule_dirs.contains(&e.wd) {
+                        // Events were lost: one of them may have been the index's.
+                        let lost = e
+                            .mask
+                            .contains(nix::sys::inotify::AddWatchFlags::IN_Q_OVERFLOW);
+                        if index || lost || self.submodule_dirs.contains(&e.wd) {
                             submodules = true;
                         }
                     }
