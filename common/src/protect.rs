@@ -209,6 +209,57 @@ fn check_relative(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The repository's `core.hooksPath` (from its own config: a main checkout's, or a linked
+/// worktree's common dir's), as a plain path relative to the worktree, if it names a place
+/// inside it. Read leniently: a value this does not understand protects nothing more.
+fn hooks_path_in_worktree(worktree: &Worktree) -> Option<String> {
+    let config = match &worktree.git {
+        GitLayout::Main { git_dir } => git_dir.join("config"),
+        GitLayout::Linked {
+            common_dir: Some(c),
+            ..
+        } => c.join("config"),
+        GitLayout::Linked { git_dir, .. } => git_dir.join("config"),
+        GitLayout::None => return None,
+    };
+    let meta = std::fs::symlink_metadata(&config).ok()?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&config).ok()?;
+    let mut in_core = false;
+    let mut value = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(section) = line.strip_prefix('[') {
+            let name = section.split([']', ' ', '"']).next().unwrap_or("");
+            in_core = name.eq_ignore_ascii_case("core") && !section.contains('"');
+            continue;
+        }
+        if !in_core {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            if k.trim().eq_ignore_ascii_case("hookspath") {
+                // The last one wins, as in git.
+                value = Some(v.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    let value = value?;
+    let path = Path::new(&value);
+    let rel = if path.is_absolute() {
+        path.strip_prefix(&worktree.root)
+            .ok()?
+            .to_str()?
+            .to_string()
+    } else {
+        value.trim_end_matches('/').to_string()
+    };
+    check_relative(&rel).ok()?;
+    (!rel.contains(ANY)).then_some(rel)
+}
+
 /// `*` as a whole component stands for every entry that exists in that directory when the
 /// launch starts (`.git/worktrees/*/commondir`).
 const ANY: &str = "*";
@@ -363,6 +414,22 @@ pub fn resolve(
     list: &[(String, Cow<'static, str>)],
 ) -> Result<Protection, ProtectError> {
     let root = worktree.root.as_path();
+    // The hooks directory the repository names inside the worktree (`core.hooksPath =
+    // scripts/hooks`): git runs what is there, wherever it is.
+    let hooks_path = hooks_path_in_worktree(worktree);
+    let extended;
+    let list = match &hooks_path {
+        Some(rel) if !list.iter().any(|(p, _)| p == rel) => {
+            let mut l = list.to_vec();
+            l.push((
+                rel.clone(),
+                Cow::Borrowed("the repository's core.hooksPath: git runs the hooks in it"),
+            ));
+            extended = l;
+            extended.as_slice()
+        }
+        _ => list,
+    };
     let git_dir: Option<&Path> = match &worktree.git {
         GitLayout::Main { git_dir } | GitLayout::Linked { git_dir, .. } => Some(git_dir),
         GitLayout::None => None,
@@ -763,6 +830,33 @@ mod tests {
         let e = resolve(&wt, &list(&[])).expect_err("too many");
         assert!(matches!(e, ProtectError::TooMany { .. }), "{e}");
         assert!(resolve(&wt, &list(&[Change::Remove("*/.git".into())])).is_ok());
+    }
+
+    #[test]
+    fn the_repositorys_hooks_path_in_the_worktree_is_protected() {
+        let (_t, root) = tree();
+        std::fs::create_dir_all(root.join(".git")).expect("mkdir");
+        std::fs::create_dir_all(root.join("scripts/hooks")).expect("mkdir");
+        std::fs::write(
+            root.join(".git/config"),
+            "[core]\n\tbare = false\n\thooksPath = scripts/hooks\n",
+        )
+        .expect("config");
+        let wt = Worktree {
+            root: root.clone(),
+            git: GitLayout::Main {
+                git_dir: root.join(".git"),
+            },
+        };
+        let p = resolve(&wt, &list(&[])).expect("resolve");
+        assert!(p
+            .held
+            .iter()
+            .any(|h| h.path == root.join("scripts/hooks") && h.hold == Hold::ReadOnly));
+        assert!(p
+            .held
+            .iter()
+            .any(|h| h.path == root.join("scripts") && h.hold == Hold::InPlace));
     }
 
     #[test]

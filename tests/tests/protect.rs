@@ -786,10 +786,14 @@ enum Vector {
     /// Found by review: a repository nested in the existing submodule `sm` and staged in
     /// `sm`'s own index: the user's `git status` at the top enters `sm`, which enters it.
     NestedInSubmodule,
+    /// A pre-commit hook in `scripts/hooks`, where the repository sets `core.hooksPath`
+    /// there (a name not on the list: protected because the config names it).
+    HooksPathNamedByConfig,
 }
 
 /// What the protected paths are to stop (the others run in tests of their own).
 const VECTORS: &[Vector] = &[
+    Vector::HooksPathNamedByConfig,
     Vector::NestedSubmodule,
     Vector::SplitIndexSubmodule,
     Vector::SkipHashSubmodule,
@@ -879,6 +883,10 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         (Vector::NestedInSubmodule, _) => vec![
             "cd sm && rm -rf lw-deep && git init -q lw-deep && git -C lw-deep -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m deep && git -C lw-deep config core.fsmonitor \"$P\" && git update-index --add --cacheinfo 160000,$(git -C lw-deep rev-parse HEAD),lw-deep".into(),
         ],
+        (Vector::HooksPathNamedByConfig, _) => vec![
+            "cp lw-payload scripts/hooks/pre-commit".into(),
+            "mv scripts lw-scripts && mkdir -p scripts/hooks && cp lw-payload scripts/hooks/pre-commit".into(),
+        ],
         (Vector::OtherWorktreeConfig, _) => vec![format!(
             "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > {common}/worktrees/other/config.worktree"
         )],
@@ -912,14 +920,21 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
                 &["config", "extensions.worktreeConfig", "true"],
             );
         }
-        Vector::HooksPathDir => {
-            git_setup(&s.sb, &s.main, &["config", "core.hooksPath", ".githooks"]);
-            let hooks = s.wt.join(".githooks");
+        Vector::HooksPathDir | Vector::HooksPathNamedByConfig => {
+            let rel = if v == Vector::HooksPathDir {
+                ".githooks"
+            } else {
+                "scripts/hooks"
+            };
+            git_setup(&s.sb, &s.main, &["config", "core.hooksPath", rel]);
+            let hooks = s.wt.join(rel);
             std::fs::create_dir_all(&hooks).expect("mkdir .githooks");
             std::fs::write(hooks.join("post-merge"), "#!/bin/sh\nexit 0\n").expect("hook");
             if who == Who::User {
                 let (uid, gid) = test_user();
-                chown_tree(&hooks, uid, gid);
+                // From its first component: `scripts` too, as a user's checkout has it.
+                let top = rel.split('/').next().unwrap_or(rel);
+                chown_tree(&s.wt.join(top), uid, gid);
             }
         }
         _ => {}
