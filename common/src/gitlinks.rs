@@ -56,20 +56,13 @@ pub fn gitlinks(index: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 fn read_index(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut data = Vec::new();
-    file.take(MAX_INDEX + 1).read_to_end(&mut data)?;
-    if data.len() as u64 > MAX_INDEX {
-        return Err(io::Error::other(format!(
-            "{} is larger than 256 MiB",
-            path.display()
-        )));
+    // Not followed if a link, not waited on if a FIFO (git would block on it; a watcher
+    // blocked there would set nothing aside again): either is InvalidData, set aside.
+    match crate::read_regular(path, MAX_INDEX) {
+        Ok(data) => Ok(Some(data)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
-    Ok(Some(data))
 }
 
 fn be32(d: &[u8], at: usize) -> Option<u32> {
@@ -187,10 +180,10 @@ pub fn git_dir_of(sub: &Path) -> Option<PathBuf> {
     if m.is_dir() {
         return Some(dotgit);
     }
-    if !m.is_file() || m.len() > 64 << 10 {
+    if !m.is_file() {
         return None;
     }
-    let text = std::fs::read(&dotgit).ok()?;
+    let text = crate::read_regular(&dotgit, 64 << 10).ok()?;
     let line = text.strip_prefix(b"gitdir: ")?;
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let p = Path::new(OsStr::from_bytes(line));
@@ -221,7 +214,7 @@ pub fn at_start(
         .read_to_end(&mut data)
         .ok()?;
     let m = file.metadata().ok()?;
-    if (m.ctime(), m.ctime_nsec()) >= since || data.len() as u64 > MAX_INDEX {
+    if !m.is_file() || (m.ctime(), m.ctime_nsec()) >= since || data.len() as u64 > MAX_INDEX {
         return None;
     }
     let (mut links, shared) = parse(&data)?;
@@ -275,7 +268,7 @@ fn suspects_in(
         let git_dir = git_dir_of(&sub);
         if let Some(g) = &git_dir {
             let mut dirs = vec![g.clone()];
-            if let Ok(c) = std::fs::read(g.join("commondir")) {
+            if let Ok(c) = crate::read_regular(&g.join("commondir"), 64 << 10) {
                 let c = c.strip_suffix(b"\n").unwrap_or(&c);
                 let c = Path::new(OsStr::from_bytes(c));
                 dirs.push(if c.is_absolute() {

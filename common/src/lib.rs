@@ -13,6 +13,7 @@ pub mod agent;
 pub mod caps;
 pub mod config;
 pub mod env;
+pub mod gitconfig;
 pub mod gitlinks;
 pub mod launch;
 pub mod limits;
@@ -44,6 +45,63 @@ pub(crate) fn read_text(file: &mut std::fs::File, capacity: usize) -> io::Result
     let mut text = String::with_capacity(capacity);
     file.take(u64::MAX).read_to_string(&mut text)?;
     Ok(text)
+}
+
+/// Reads a file the agent may have put anything at, as a regular file only: without
+/// following a final symbolic link, without blocking on a FIFO put at its name (a reader
+/// blocked there for good sweeps nothing more), and at most `max` bytes. A link or anything
+/// but a regular file is `InvalidData`; more than `max` bytes is `FileTooLarge`; nothing
+/// there is `NotFound`.
+pub fn read_regular(path: &std::path::Path, max: u64) -> io::Result<Vec<u8>> {
+    read_file(path, max, libc::O_NOFOLLOW)
+}
+
+/// [`read_regular`], a final symbolic link followed (for files outside the agent's reach
+/// that may be links, as dotfiles often are; a FIFO is still not waited on).
+pub fn read_regular_followed(path: &std::path::Path, max: u64) -> io::Result<Vec<u8>> {
+    read_file(path, max, 0)
+}
+
+fn read_file(path: &std::path::Path, max: u64, flags: i32) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => {
+                io::Error::new(io::ErrorKind::InvalidData, "it is a symbolic link")
+            }
+            _ => e,
+        })?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "it is not a regular file",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(256);
+    (&mut file)
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("it is larger than {max} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// 64 bits no other process can predict (the standard library seeds `RandomState` from the
+/// OS), mixed with `n`: the names things are set aside under, which the agent must not be
+/// able to take first.
+pub fn random_u64(n: u32) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(n);
+    h.finish()
 }
 
 /// The documented exit statuses (the shim passes the agent's own status through once it

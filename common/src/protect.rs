@@ -209,55 +209,64 @@ fn check_relative(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The repository's `core.hooksPath` (from its own config: a main checkout's, or a linked
-/// worktree's common dir's), as a plain path relative to the worktree, if it names a place
-/// inside it. Read leniently: a value this does not understand protects nothing more.
-fn hooks_path_in_worktree(worktree: &Worktree) -> Option<String> {
-    let config = match &worktree.git {
-        GitLayout::Main { git_dir } => git_dir.join("config"),
-        GitLayout::Linked {
-            common_dir: Some(c),
-            ..
-        } => c.join("config"),
-        GitLayout::Linked { git_dir, .. } => git_dir.join("config"),
-        GitLayout::None => return None,
-    };
-    let meta = std::fs::symlink_metadata(&config).ok()?;
-    if !meta.is_file() || meta.len() > 1 << 20 {
-        return None;
-    }
-    let text = std::fs::read_to_string(&config).ok()?;
-    let mut in_core = false;
-    let mut value = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(section) = line.strip_prefix('[') {
-            let name = section.split([']', ' ', '"']).next().unwrap_or("");
-            in_core = name.eq_ignore_ascii_case("core") && !section.contains('"');
-            continue;
-        }
-        if !in_core {
-            continue;
-        }
-        if let Some((k, v)) = line.split_once('=') {
-            if k.trim().eq_ignore_ascii_case("hookspath") {
-                // The last one wins, as in git.
-                value = Some(v.trim().trim_matches('"').to_string());
+/// What git's configuration names inside the worktree, as plain paths relative to it,
+/// with the reason: the hooks directory (`core.hooksPath`) and included files
+/// (`include.path`). Read leniently: a value this does not understand protects nothing
+/// more; the worktree's top level itself is never one (it would hold the whole worktree).
+fn named_by_git_config(worktree: &Worktree) -> Vec<(String, Cow<'static, str>)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
+    let files = crate::gitconfig::files(worktree, home.as_deref(), xdg.as_deref());
+    let named = crate::gitconfig::named(&files, &worktree.root, home.as_deref());
+    let hooks = named.hooks.iter().map(|p| {
+        (
+            p,
+            "core.hooksPath in git's configuration: git runs the hooks in it",
+        )
+    });
+    let includes = named.includes.iter().map(|p| {
+        (
+            p,
+            "included by git's configuration (include.path): git reads it as configuration",
+        )
+    });
+    let mut out: Vec<(String, Cow<'static, str>)> = Vec::new();
+    for (path, reason) in hooks.chain(includes) {
+        if let Some(rel) = in_worktree(&worktree.root, path) {
+            if !out.iter().any(|(p, _)| *p == rel) {
+                out.push((rel, Cow::Borrowed(reason)));
             }
         }
     }
-    let value = value?;
-    let path = Path::new(&value);
-    let rel = if path.is_absolute() {
-        path.strip_prefix(&worktree.root)
-            .ok()?
-            .to_str()?
-            .to_string()
-    } else {
-        value.trim_end_matches('/').to_string()
+    out
+}
+
+/// `path` relative to the worktree's top level `root`, if it lies inside it (looked up
+/// lexically, then through the symbolic links on the way to its deepest existing
+/// ancestor), as a plain relative path with no `*` component.
+fn in_worktree(root: &Path, path: &Path) -> Option<String> {
+    let rel = match path.strip_prefix(root) {
+        Ok(r) => r.to_path_buf(),
+        Err(_) => {
+            let mut ancestor = path;
+            let mut rest = Vec::new();
+            let real = loop {
+                if let Ok(r) = std::fs::canonicalize(ancestor) {
+                    break r;
+                }
+                rest.push(ancestor.file_name()?);
+                ancestor = ancestor.parent()?;
+            };
+            let full = rest.iter().rev().fold(real, |p, c| p.join(c));
+            full.strip_prefix(root).ok()?.to_path_buf()
+        }
     };
+    let rel = rel.to_str()?.trim_end_matches('/').to_string();
+    if rel.is_empty() || rel.split('/').any(|c| c == ANY) {
+        return None;
+    }
     check_relative(&rel).ok()?;
-    (!rel.contains(ANY)).then_some(rel)
+    Some(rel)
 }
 
 /// `*` as a whole component stands for every entry that exists in that directory when the
@@ -414,21 +423,21 @@ pub fn resolve(
     list: &[(String, Cow<'static, str>)],
 ) -> Result<Protection, ProtectError> {
     let root = worktree.root.as_path();
-    // The hooks directory the repository names inside the worktree (`core.hooksPath =
-    // scripts/hooks`): git runs what is there, wherever it is.
-    let hooks_path = hooks_path_in_worktree(worktree);
+    // What git's configuration names inside the worktree (`core.hooksPath =
+    // scripts/hooks`, `include.path = ../.gitconfig`): git runs or reads what is there.
+    let named = named_by_git_config(worktree);
     let extended;
-    let list = match &hooks_path {
-        Some(rel) if !list.iter().any(|(p, _)| p == rel) => {
-            let mut l = list.to_vec();
-            l.push((
-                rel.clone(),
-                Cow::Borrowed("the repository's core.hooksPath: git runs the hooks in it"),
-            ));
-            extended = l;
-            extended.as_slice()
+    let list = if named.iter().all(|(n, _)| list.iter().any(|(p, _)| p == n)) {
+        list
+    } else {
+        let mut l = list.to_vec();
+        for n in named {
+            if !l.iter().any(|(p, _)| *p == n.0) {
+                l.push(n);
+            }
         }
-        _ => list,
+        extended = l;
+        extended.as_slice()
     };
     let git_dir: Option<&Path> = match &worktree.git {
         GitLayout::Main { git_dir } | GitLayout::Linked { git_dir, .. } => Some(git_dir),

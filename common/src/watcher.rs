@@ -719,21 +719,19 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
     Ok(None)
 }
 
-/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>[-<n>]` (never over anything):
-/// under that name no program reads it, and nothing the agent wrote is lost. Returns the
+/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>-<random>` (never over
+/// anything): under that name no program reads it, and nothing the agent wrote is lost.
+/// Random, so that the agent cannot have taken every name it will be given. Returns the
 /// new name.
 fn set_aside(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<std::ffi::OsString> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    // The agent may make the same path again and again: each time a new name.
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let mut tries = 0;
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut last = io::Error::from_raw_os_error(libc::EEXIST);
+    for n in 0..64u32 {
         let mut aside = name.to_os_string();
-        aside.push(format!(".landwall-swept-{}", std::process::id()));
-        if n > 0 {
-            aside.push(format!("-{n}"));
-        }
+        aside.push(format!(
+            ".landwall-swept-{}-{:016x}",
+            std::process::id(),
+            crate::random_u64(n)
+        ));
         match nix::fcntl::renameat2(
             dir,
             name,
@@ -742,9 +740,9 @@ fn set_aside(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<std::ffi::OsSt
             nix::fcntl::RenameFlags::RENAME_NOREPLACE,
         ) {
             Ok(()) => return Ok(aside),
-            // A name the agent took first: the next one.
-            Err(nix::errno::Errno::EEXIST) if tries < 64 => tries += 1,
+            Err(nix::errno::Errno::EEXIST) => last = io::Error::from_raw_os_error(libc::EEXIST),
             Err(e) => return Err(e.into()),
         }
     }
+    Err(last)
 }

@@ -731,27 +731,7 @@ fn refuse_wide(dir: &Path, worktree: &Path, what: &str) -> Result<(), String> {
 /// only if it is a regular file of at most [`MAX_GIT_FILE`] bytes: the agent may have put
 /// anything at these names.
 fn read_git_file(path: &Path) -> io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => io::Error::other("it is a symbolic link"),
-            _ => e,
-        })?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::other("it is not a regular file"));
-    }
-    let mut bytes = Vec::with_capacity(256);
-    (&mut file).take(MAX_GIT_FILE + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_GIT_FILE {
-        return Err(io::Error::other(format!(
-            "it is larger than {MAX_GIT_FILE} bytes"
-        )));
-    }
+    let bytes = crate::read_regular(path, MAX_GIT_FILE)?;
     String::from_utf8(bytes).map_err(|_| io::Error::other("it is not UTF-8"))
 }
 

@@ -263,12 +263,14 @@ fn sweep_submodules(
         // An index git would read but this cannot: set aside, so that git enters no
         // submodule the job may have made.
         Err(e) => {
-            let aside = format!("index.landwall-swept-{}", std::process::id());
-            let moved = rename_to(&subs.index, &aside);
+            let (aside, moved) = match rename_to(&subs.index) {
+                Ok(aside) => (aside, Ok(())),
+                Err(e) => ("index.landwall-swept-…".to_string(), Err(e.to_string())),
+            };
             out.push(Found {
                 path: ".git/index".into(),
                 what: What::IndexSetAside(format!("{aside}; it could not be read: {e}")),
-                restored: moved.map_err(|e| e.to_string()),
+                restored: moved,
             });
             return;
         }
@@ -276,21 +278,44 @@ fn sweep_submodules(
     for rel in changed {
         let dotgit = subs.root.join(&rel).join(".git");
         let shown = format!("{}/.git", rel.display());
-        let aside = format!(".git.landwall-swept-{}", std::process::id());
-        let moved = rename_to(&dotgit, &aside);
+        let (aside, moved) = match rename_to(&dotgit) {
+            Ok(aside) => (aside, Ok(())),
+            Err(e) => (".git.landwall-swept-…".to_string(), Err(e.to_string())),
+        };
         out.push(Found {
             path: shown,
             what: What::SubmoduleSetAside(aside),
-            restored: moved.map_err(|e| e.to_string()),
+            restored: moved,
         });
     }
 }
 
-/// Renames `path` to `aside` in its own directory (opened with no symbolic link on the
-/// way), never over anything.
-fn rename_to(path: &Path, aside: &str) -> io::Result<()> {
+/// Renames `path` aside in its own directory (opened with no symbolic link on the way) to
+/// `<name>.landwall-swept-<pid>-<random>`, never over anything; returns the new name.
+/// Random, so that a job cannot have taken the name first.
+fn rename_to(path: &Path) -> io::Result<String> {
     let (dir, name) = open_parent(path)?;
-    renameat2(&dir, name, &dir, aside, RenameFlags::RENAME_NOREPLACE).map_err(io::Error::from)
+    let mut last = io::Error::from_raw_os_error(libc::EEXIST);
+    for n in 0..64u32 {
+        let aside = format!(
+            "{}.landwall-swept-{}-{:016x}",
+            name.to_string_lossy(),
+            std::process::id(),
+            landwall::random_u64(n)
+        );
+        match renameat2(
+            &dir,
+            name,
+            &dir,
+            aside.as_str(),
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => return Ok(aside),
+            Err(Errno::EEXIST) => last = io::Error::from_raw_os_error(libc::EEXIST),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last)
 }
 
 /// The result's reason for what the sweep found, one line: `tampered: .git/hooks/pre-commit
@@ -899,7 +924,7 @@ fn rename_aside(dir: &OwnedFd, name: &OsStr) -> io::Result<OsString> {
         let aside = OsString::from(format!(
             ".landwall-swept-{}-{:016x}",
             std::process::id(),
-            random(n)
+            landwall::random_u64(n)
         ));
         match renameat2(
             dir,
@@ -914,14 +939,6 @@ fn rename_aside(dir: &OwnedFd, name: &OsStr) -> io::Result<OsString> {
         }
     }
     Err(last)
-}
-
-/// 64 random bits (the standard library seeds `RandomState` from the OS), mixed with `n`.
-fn random(n: u32) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(n);
-    h.finish()
 }
 
 /// Removes the directory `name` in `dir` and everything in it, by descriptor, following no

@@ -305,6 +305,63 @@ pub fn output(c: &mut Command) -> Output {
     c.stdin(Stdio::null()).output().expect("spawn")
 }
 
+/// [`output`], failing the test if the output is not complete (every holder of its pipes
+/// gone: the launch's watcher holds them until it is done) within `limit`: a process that
+/// hangs fails the test instead of hanging it.
+pub fn output_within(c: &mut Command, limit: std::time::Duration) -> Output {
+    use std::io::Read;
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (n, pipe) in [
+        (
+            1,
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ),
+        (
+            2,
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ),
+    ] {
+        let mut pipe = pipe.expect("piped");
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _partial = pipe.read_to_end(&mut b);
+            let _gone = tx.send((n, b));
+        });
+    }
+    let end = std::time::Instant::now() + limit;
+    let (mut stdout, mut stderr) = (None, None);
+    while stdout.is_none() || stderr.is_none() {
+        match rx.recv_timeout(end.saturating_duration_since(std::time::Instant::now())) {
+            Ok((1, b)) => stdout = Some(b),
+            Ok((_, b)) => stderr = Some(b),
+            Err(_) => {
+                let _gone = child.kill();
+                let _reaped = child.wait();
+                panic!("{c:?}: its output was not complete after {limit:?} (a process holding it hangs)");
+            }
+        }
+    }
+    let status = child.wait().expect("wait");
+    Output {
+        status,
+        stdout: stdout.unwrap_or_default(),
+        stderr: stderr.unwrap_or_default(),
+    }
+}
+
 /// Copies `src` to `dst` with `install OPTS`, a separate process. A program this test
 /// process wrote itself could be briefly busy: a parallel test's fork inherits the writing
 /// descriptor until it execs, and exec then fails with ETXTBSY. Programs the tests run are

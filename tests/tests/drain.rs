@@ -2822,6 +2822,67 @@ fn a_repository_a_job_nests_and_stages_is_set_aside() {
 }
 
 #[test]
+fn an_index_left_as_a_fifo_does_not_stop_the_daemon() {
+    // Found by review: a job that leaves a FIFO at `.git/index` (and plants `.envrc`) held
+    // the daemon in the open of its submodule check for good: no result, no next job, and
+    // SIGTERM not heard. Now it is no index this reads (set aside, the job `tampered`).
+    let d = Drain::new("drain-fifo");
+    let wt = d.wt("w");
+    d.sb.git(&wt, &["init", "-q"]);
+    d.sb.git(&wt, &["commit", "-q", "--allow-empty", "-m", "first"]);
+    let plant = "echo 'echo planted' > .envrc; rm -f .git/index; mkfifo .git/index; echo fifo=$?";
+    let first = d.submit_sh(&wt, plant);
+    let second = d.submit_sh(&wt, "echo second ran");
+    let mut c = d.drain();
+    c.arg("--once");
+    let mut child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn landwall-drain");
+    let end = Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if Instant::now() > end {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if status.is_none() {
+        let _killed = child.kill();
+        let _reaped = child.wait();
+    }
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the daemon did not finish its batch ({status:?}): held by the job's FIFO"
+    );
+    assert!(
+        d.log_of(&first).contains("fifo=0"),
+        "premise: {}",
+        d.log_of(&first)
+    );
+    let (state, reason) = result_state_and_reason(&d, &first);
+    assert_eq!(state, "tampered", "{reason}");
+    assert!(reason.contains("index"), "{reason}");
+    assert!(
+        !wt.join(".envrc").exists(),
+        "the planted .envrc is still there"
+    );
+    let index = fs::symlink_metadata(wt.join(".git/index"));
+    assert!(
+        index.as_ref().map_or(true, |m| m.is_file()),
+        "the FIFO is still the index: {index:?}"
+    );
+    assert!(
+        d.log_of(&second).contains("second ran"),
+        "{}",
+        d.log_of(&second)
+    );
+}
+
+#[test]
 fn a_tree_too_deep_to_keep_is_removed_and_the_next_job_runs() {
     // A job nests directories 300 levels down in `.git/hooks` (found by review: the sweep
     // left such a tree in place, and every later job's snapshot there was refused).

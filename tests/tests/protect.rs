@@ -18,7 +18,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use landwall_e2e::{
-    chown_tree, describe, install, output, stderr, stdout, test_user, Sandbox, Who, TEST_USER,
+    chown_tree, describe, install, output, output_within, stderr, stdout, test_user, Sandbox, Who,
+    TEST_USER,
 };
 
 // ---- The harness.
@@ -187,6 +188,11 @@ impl Scene {
                 chown_tree(d, uid, gid);
             }
         }
+        // The watcher counts a submodule changed at or after the launch's start (the coarse
+        // clock, a tick of up to 10 ms) as the agent's: the set-up's last change (the chown
+        // above changes every ctime) must be a tick older than any launch, or a launch made
+        // at once would rightly set the submodule aside.
+        std::thread::sleep(Duration::from_millis(25));
         Scene {
             sb,
             who,
@@ -235,7 +241,7 @@ impl Scene {
     /// Runs `script` behind the shim and checks that the agent started.
     fn run_walled(&self, script: &str) -> Output {
         remove_if_there(&self.wt.join("marker"));
-        let out = output(&mut self.walled(script));
+        let out = output_within(&mut self.walled(script), Duration::from_secs(60));
         assert!(
             self.sb.ran_in(&self.wt),
             "the agent did not start:\n{}",
@@ -789,10 +795,25 @@ enum Vector {
     /// A pre-commit hook in `scripts/hooks`, where the repository sets `core.hooksPath`
     /// there (a name not on the list: protected because the config names it).
     HooksPathNamedByConfig,
+    /// Found by review: `core.fsmonitor` in `.gitconfig` at the worktree's top, which the
+    /// repository's config includes (`include.path = ../.gitconfig`, a config shared in the
+    /// repository; absolute in a linked worktree): a name not on the list, held because
+    /// the config names it.
+    IncludedConfig,
+    /// The same through the user's own `~/.gitconfig` (`includeIf`), naming a file that
+    /// does not exist yet: set aside as it appears.
+    GlobalIncludeIf,
+    /// Found by review: the index swapped for a FIFO, then put back. The watcher opened the
+    /// FIFO to read the submodules and waited there for good, sweeping nothing more; a
+    /// repository nested and staged after that ran its config on your next `git status`.
+    FifoIndex,
 }
 
 /// What the protected paths are to stop (the others run in tests of their own).
 const VECTORS: &[Vector] = &[
+    Vector::FifoIndex,
+    Vector::IncludedConfig,
+    Vector::GlobalIncludeIf,
     Vector::HooksPathNamedByConfig,
     Vector::NestedSubmodule,
     Vector::SplitIndexSubmodule,
@@ -887,6 +908,19 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             "cp lw-payload scripts/hooks/pre-commit".into(),
             "mv scripts lw-scripts && mkdir -p scripts/hooks && cp lw-payload scripts/hooks/pre-commit".into(),
         ],
+        (Vector::IncludedConfig, _) => vec![
+            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" >> .gitconfig".into(),
+            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > lw-gc && mv -f lw-gc .gitconfig".into(),
+            "mv .gitconfig lw-gc-away; printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > .gitconfig".into(),
+        ],
+        (Vector::FifoIndex, _) => vec![
+            "G=$(git rev-parse --git-dir) && cp \"$G/index\" \"$G/lw-index\" && mkfifo \"$G/lw-fifo\" && mv \"$G/lw-fifo\" \"$G/index\" && sleep 0.5 && mv \"$G/lw-index\" \"$G/index\"".into(),
+            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
+            "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'".into(),
+        ],
+        (Vector::GlobalIncludeIf, _) => vec![
+            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > .lw-team.gitconfig".into(),
+        ],
         (Vector::OtherWorktreeConfig, _) => vec![format!(
             "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > {common}/worktrees/other/config.worktree"
         )],
@@ -935,6 +969,38 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
                 // From its first component: `scripts` too, as a user's checkout has it.
                 let top = rel.split('/').next().unwrap_or(rel);
                 chown_tree(&s.wt.join(top), uid, gid);
+            }
+        }
+        Vector::IncludedConfig => {
+            let include = match layout {
+                Layout::Main => "../.gitconfig".to_string(),
+                Layout::Linked => s.wt.join(".gitconfig").to_string_lossy().into_owned(),
+            };
+            git_setup(&s.sb, &s.main, &["config", "include.path", &include]);
+            let shared = s.wt.join(".gitconfig");
+            std::fs::write(&shared, "# the team's shared git configuration\n").expect("write");
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&shared, uid, gid);
+            }
+        }
+        Vector::GlobalIncludeIf => {
+            use std::io::Write as _;
+            let global = s.sb.home().join(".gitconfig");
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&global)
+                .expect("open ~/.gitconfig");
+            write!(
+                f,
+                "[includeIf \"gitdir:/\"]\n\tpath = {}\n",
+                s.wt.join(".lw-team.gitconfig").display()
+            )
+            .expect("write ~/.gitconfig");
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&global, uid, gid);
             }
         }
         _ => {}
@@ -1174,6 +1240,53 @@ fn planted_in_one_launch_staged_in_the_next(who: Who, layout: Layout) {
     );
 }
 matrix!(planted_in_one_launch_staged_in_the_next: a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_main_checkout, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_main_checkout_unprivileged, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_linked_worktree, a_repository_planted_in_one_launch_and_staged_in_the_next_is_set_aside_linked_worktree_unprivileged);
+
+/// Found by review: the agent takes, before it plants `.envrc`, the names the watcher would
+/// set it aside under (its pid is in /proc; the names were `<name>.landwall-swept-<pid>`,
+/// then `-1`, `-2`, …), and the watcher gave up after 64 taken names, leaving `.envrc` in
+/// place. The names are random now. The control (the same script outside the wall) shows
+/// the test sees a `.envrc` left in place.
+fn taken_names(who: Who, layout: Layout) {
+    let s = Scene::new("prot-taken", who, layout, false);
+    let script = "n=0; for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); \
+        case \"$c\" in *shims/claude*) w=${p#/proc/}; [ \"$w\" = $$ ] && continue; \
+        touch .envrc.landwall-swept-$w; i=1; while [ $i -le 200 ]; do touch .envrc.landwall-swept-$w-$i; i=$((i+1)); done; n=$((n+1));; esac; done; \
+        echo squatted=$n; printf '#!/bin/sh\\necho planted\\n' > .envrc";
+    let envrc = s.wt.join(".envrc");
+    let out = s.run_walled(script);
+    assert!(
+        !stdout(&out).contains("squatted=0"),
+        "premise: the agent found no watcher to take names from:\n{}",
+        describe(&out)
+    );
+    assert!(
+        gone_soon(&envrc),
+        "{} was left in place:\n{}",
+        envrc.display(),
+        describe(&out)
+    );
+    let planted = std::fs::read_dir(&s.wt)
+        .expect("read the worktree")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".envrc.landwall-swept-")
+        })
+        .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("planted")));
+    assert!(
+        planted,
+        "the planted .envrc was not kept aside:\n{}",
+        describe(&out)
+    );
+    let out = s.run_control(script);
+    assert!(
+        envrc.exists(),
+        "control: .envrc is not there:\n{}",
+        describe(&out)
+    );
+}
+matrix!(taken_names: names_taken_first_do_not_stop_the_sweep_main_checkout, names_taken_first_do_not_stop_the_sweep_main_checkout_unprivileged, names_taken_first_do_not_stop_the_sweep_linked_worktree, names_taken_first_do_not_stop_the_sweep_linked_worktree_unprivileged);
 
 /// An index the watcher cannot read (one the agent shaped so that git would read it but a
 /// check would not) is set aside whole at the exit: git then enters no submodule. Here the
