@@ -86,6 +86,12 @@ fn read(
     let Ok(text) = crate::read_regular_followed(file, MAX_FILE) else {
         return;
     };
+    // Both keys looked for end in `path`, which no escape or continuation can split: a
+    // file without it (most are) names nothing here and is not parsed (every launch reads
+    // these files).
+    if !text.windows(4).any(|w| w.eq_ignore_ascii_case(b"path")) {
+        return;
+    }
     for e in parse(&text) {
         let Some(value) = e.value else { continue };
         match (e.section.as_str(), e.sub.is_some(), e.key.as_str()) {
