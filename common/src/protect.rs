@@ -209,58 +209,53 @@ fn check_relative(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// What git's configuration names inside the worktree, as plain paths relative to it,
-/// with the reason: the hooks directory (`core.hooksPath`) and included files
-/// (`include.path`). Read leniently: a value this does not understand protects nothing
-/// more; the worktree's top level itself is never one (it would hold the whole worktree).
+/// What git's configuration names inside the worktree ([`crate::gitconfig`]), as plain
+/// paths relative to it, with the reason: the hooks directory, included files, programs
+/// that command settings name by their path, each where it leads now; and what comes
+/// before each `..` on the way to one, which the agent could otherwise replace by a link.
+/// Read leniently: a value this does not understand protects nothing more; the worktree's
+/// top level itself is never one (it would hold the whole worktree).
 fn named_by_git_config(worktree: &Worktree) -> Vec<(String, Cow<'static, str>)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from);
-    let files = crate::gitconfig::files(worktree, home.as_deref(), xdg.as_deref());
-    let named = crate::gitconfig::named(&files, &worktree.root, home.as_deref());
-    let hooks = named.hooks.iter().map(|p| {
-        (
-            p,
-            "core.hooksPath in git's configuration: git runs the hooks in it",
-        )
-    });
-    let includes = named.includes.iter().map(|p| {
-        (
-            p,
-            "included by git's configuration (include.path): git reads it as configuration",
-        )
-    });
+    use crate::gitconfig::What;
+    let env = crate::gitconfig::Env::from_process();
+    let files = crate::gitconfig::files(worktree, &env);
     let mut out: Vec<(String, Cow<'static, str>)> = Vec::new();
-    for (path, reason) in hooks.chain(includes) {
-        if let Some(rel) = in_worktree(&worktree.root, path) {
+    let mut add = |path: &Path, reason: &'static str| {
+        if let Some(rel) =
+            crate::gitconfig::physical(path).and_then(|p| in_worktree(&worktree.root, &p))
+        {
             if !out.iter().any(|(p, _)| *p == rel) {
                 out.push((rel, Cow::Borrowed(reason)));
             }
+        }
+    };
+    for n in crate::gitconfig::named(&files, &env, &worktree.root) {
+        add(
+            &n.path,
+            match n.what {
+                What::Hooks => "core.hooksPath in git's configuration: git runs the hooks in it",
+                What::Include => {
+                    "included by git's configuration (include.path): git reads it as configuration"
+                }
+                What::Program => {
+                    "a program a command in git's configuration names (core.fsmonitor, a filter, an editor, an alias): git runs it"
+                }
+            },
+        );
+        for before in crate::gitconfig::before_parent_dirs(&n.path) {
+            add(
+                &before,
+                "comes before a `..` in a path git's configuration names: replaced by a link, it would send git elsewhere",
+            );
         }
     }
     out
 }
 
-/// `path` relative to the worktree's top level `root`, if it lies inside it (looked up
-/// lexically, then through the symbolic links on the way to its deepest existing
-/// ancestor), as a plain relative path with no `*` component.
+/// `path` (as the kernel resolves it) relative to the worktree's top level `root`, if it
+/// lies inside it, as a plain relative path with no `*` component.
 fn in_worktree(root: &Path, path: &Path) -> Option<String> {
-    let rel = match path.strip_prefix(root) {
-        Ok(r) => r.to_path_buf(),
-        Err(_) => {
-            let mut ancestor = path;
-            let mut rest = Vec::new();
-            let real = loop {
-                if let Ok(r) = std::fs::canonicalize(ancestor) {
-                    break r;
-                }
-                rest.push(ancestor.file_name()?);
-                ancestor = ancestor.parent()?;
-            };
-            let full = rest.iter().rev().fold(real, |p, c| p.join(c));
-            full.strip_prefix(root).ok()?.to_path_buf()
-        }
-    };
+    let rel = path.strip_prefix(root).ok()?;
     let rel = rel.to_str()?.trim_end_matches('/').to_string();
     if rel.is_empty() || rel.split('/').any(|c| c == ANY) {
         return None;

@@ -50,6 +50,8 @@ struct Scene {
     common: PathBuf,
     /// In a main checkout, another linked worktree of the repository (`other/`).
     other: Option<PathBuf>,
+    /// Variables of the user's own environment, for the launches and the user's git alike.
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 /// The project files the populated scenes commit (so that a linked worktree checks them out
@@ -202,6 +204,7 @@ impl Scene {
             git_dir,
             common,
             other,
+            env: Vec::new(),
         }
     }
 
@@ -220,6 +223,7 @@ impl Scene {
             }
         };
         self.sb.clean_env(&mut c);
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         c.current_dir(&self.wt);
         c
     }
@@ -807,10 +811,30 @@ enum Vector {
     /// FIFO to read the submodules and waited there for good, sweeping nothing more; a
     /// repository nested and staged after that ran its config on your next `git status`.
     FifoIndex,
+    /// Found by review: `GIT_CONFIG_GLOBAL` in the user's environment names the global
+    /// config, which sets `core.hooksPath = .lw-myhooks`; the agent fills it.
+    GlobalConfigEnv,
+    /// Found by review: the same set in a `~/.gitconfig` with CR LF line ends and a
+    /// continued line before it (the parse stopped at the continuation).
+    CrlfContinuation,
+    /// Found by review: an include named `~root/../<worktree>/shared.gitconfig` (`~user/`
+    /// was not expanded).
+    TildeUserInclude,
+    /// Found by review: `core.hooksPath = tools/../hooks`, `tools` made a link by the agent
+    /// (the path was taken lexically, as `hooks`).
+    DotDotHooksPath,
+    /// Found by review: `core.fsmonitor = scripts/fsmon.sh`, a program a setting names by
+    /// its path in the worktree, rewritten by the agent.
+    ProgramNamed,
 }
 
 /// What the protected paths are to stop (the others run in tests of their own).
 const VECTORS: &[Vector] = &[
+    Vector::GlobalConfigEnv,
+    Vector::CrlfContinuation,
+    Vector::TildeUserInclude,
+    Vector::DotDotHooksPath,
+    Vector::ProgramNamed,
     Vector::FifoIndex,
     Vector::IncludedConfig,
     Vector::GlobalIncludeIf,
@@ -913,6 +937,22 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > lw-gc && mv -f lw-gc .gitconfig".into(),
             "mv .gitconfig lw-gc-away; printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > .gitconfig".into(),
         ],
+        (Vector::GlobalConfigEnv | Vector::CrlfContinuation, _) => vec![
+            "mkdir -p .lw-myhooks && cp lw-payload .lw-myhooks/pre-commit".into(),
+        ],
+        (Vector::TildeUserInclude, _) => vec![
+            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" >> shared.gitconfig".into(),
+            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > lw-gc && mv -f lw-gc shared.gitconfig".into(),
+        ],
+        (Vector::DotDotHooksPath, _) => vec![
+            "mkdir -p lw-sub/x lw-sub/hooks && cp lw-payload lw-sub/hooks/pre-commit && ln -sfn lw-sub/x tools".into(),
+            "mkdir -p hooks && cp lw-payload hooks/pre-commit".into(),
+        ],
+        (Vector::ProgramNamed, _) => vec![
+            "cp lw-payload scripts/fsmon.sh".into(),
+            "cp lw-payload lw-f && mv -f lw-f scripts/fsmon.sh".into(),
+            "mv scripts lw-scripts && mkdir scripts && cp lw-payload scripts/fsmon.sh".into(),
+        ],
         (Vector::FifoIndex, _) => vec![
             "G=$(git rev-parse --git-dir) && cp \"$G/index\" \"$G/lw-index\" && mkfifo \"$G/lw-fifo\" && mv \"$G/lw-fifo\" \"$G/index\" && sleep 0.5 && mv \"$G/lw-index\" \"$G/index\"".into(),
             "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
@@ -945,7 +985,12 @@ fn users_next_git(s: &Scene, dir: &Path) -> Vec<Output> {
 /// One way in, in a fresh scene: planted as the agent, the user's next git runs nothing
 /// (and works); planted outside the wall, it runs the payload.
 fn vector_case(who: Who, layout: Layout, v: Vector) {
-    let s = Scene::new("prot-nextgit", who, layout, false);
+    if v == Vector::TildeUserInclude && who == Who::User {
+        // `~root/..` is closed to the test user, and its own home does not exist: no
+        // `~user/` path it could use.
+        return;
+    }
+    let mut s = Scene::new("prot-nextgit", who, layout, false);
     match v {
         Vector::WorktreeConfig | Vector::OtherWorktreeConfig => {
             git_setup(
@@ -969,6 +1014,62 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
                 // From its first component: `scripts` too, as a user's checkout has it.
                 let top = rel.split('/').next().unwrap_or(rel);
                 chown_tree(&s.wt.join(top), uid, gid);
+            }
+        }
+        Vector::GlobalConfigEnv => {
+            // The user's own environment names the global config (GIT_CONFIG_GLOBAL); it
+            // sets core.hooksPath = .lw-myhooks.
+            let global = s.sb.outside().join("global.gitconfig");
+            std::fs::write(&global, "[core]\n\thooksPath = .lw-myhooks\n").expect("write");
+            s.env
+                .push(("GIT_CONFIG_GLOBAL".into(), global.into_os_string()));
+        }
+        Vector::CrlfContinuation => {
+            use std::io::Write as _;
+            let global = s.sb.home().join(".gitconfig");
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&global)
+                .expect("open ~/.gitconfig");
+            f.write_all(b"[alias]\r\n\tlg = log --graph \\\r\n\t  --oneline\r\n[core]\r\n\thooksPath = .lw-myhooks\r\n")
+                .expect("write ~/.gitconfig");
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&global, uid, gid);
+            }
+        }
+        Vector::TildeUserInclude => {
+            let shared = s.wt.join("shared.gitconfig");
+            std::fs::write(&shared, "# shared\n").expect("write");
+            let include = format!("~root/..{}", shared.display());
+            git_setup(&s.sb, &s.main, &["config", "include.path", &include]);
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&shared, uid, gid);
+            }
+        }
+        Vector::DotDotHooksPath => {
+            git_setup(
+                &s.sb,
+                &s.main,
+                &["config", "core.hooksPath", "tools/../hooks"],
+            );
+        }
+        Vector::ProgramNamed => {
+            git_setup(
+                &s.sb,
+                &s.main,
+                &["config", "core.fsmonitor", "scripts/fsmon.sh"],
+            );
+            let script = s.wt.join("scripts/fsmon.sh");
+            std::fs::create_dir_all(script.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&script, "#!/bin/sh\nexit 1\n").expect("write");
+            std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .expect("chmod");
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&s.wt.join("scripts"), uid, gid);
             }
         }
         Vector::IncludedConfig => {
