@@ -219,19 +219,12 @@ fn named_by_git_config(worktree: &Worktree) -> Vec<(String, Cow<'static, str>)> 
     use crate::gitconfig::What;
     let env = crate::gitconfig::Env::from_process();
     let files = crate::gitconfig::files(worktree, &env);
-    let mut out: Vec<(String, Cow<'static, str>)> = Vec::new();
-    let mut add = |path: &Path, reason: &'static str| {
-        if let Some(rel) =
-            crate::gitconfig::physical(path).and_then(|p| in_worktree(&worktree.root, &p))
-        {
-            if !out.iter().any(|(p, _)| *p == rel) {
-                out.push((rel, Cow::Borrowed(reason)));
-            }
-        }
-    };
-    for n in crate::gitconfig::named(&files, &env, &worktree.root) {
-        add(
-            &n.path,
+    let root = worktree.root.as_path();
+    let physical = |p: &Path| crate::gitconfig::physical(p).and_then(|p| in_worktree(root, &p));
+    let mut found: Vec<(Option<String>, &'static str)> = Vec::new();
+    for n in crate::gitconfig::named(&files, &env, root) {
+        found.push((
+            physical(&n.path),
             match n.what {
                 What::Hooks => "core.hooksPath in git's configuration: git runs the hooks in it",
                 What::Include => {
@@ -241,12 +234,28 @@ fn named_by_git_config(worktree: &Worktree) -> Vec<(String, Cow<'static, str>)> 
                     "a program a command in git's configuration names (core.fsmonitor, a filter, an editor, an alias): git runs it"
                 }
             },
-        );
+        ));
+        // As written too, where a link on the way makes it lead elsewhere: the link could
+        // be repointed (held, a link is refused, naming it).
+        if !n.path.components().any(|c| c == Component::ParentDir) {
+            found.push((
+                in_worktree(root, &n.path),
+                "named by git's configuration (a hooks directory, an include or a program git runs)",
+            ));
+        }
         for before in crate::gitconfig::before_parent_dirs(&n.path) {
-            add(
-                &before,
+            found.push((
+                physical(&before),
                 "comes before a `..` in a path git's configuration names: replaced by a link, it would send git elsewhere",
-            );
+            ));
+        }
+    }
+    let mut out: Vec<(String, Cow<'static, str>)> = Vec::new();
+    for (rel, reason) in found {
+        if let Some(rel) = rel {
+            if !out.iter().any(|(p, _)| *p == rel) {
+                out.push((rel, Cow::Borrowed(reason)));
+            }
         }
     }
     out
@@ -255,8 +264,13 @@ fn named_by_git_config(worktree: &Worktree) -> Vec<(String, Cow<'static, str>)> 
 /// `path` (as the kernel resolves it) relative to the worktree's top level `root`, if it
 /// lies inside it, as a plain relative path with no `*` component.
 fn in_worktree(root: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(root).ok()?;
-    let rel = rel.to_str()?.trim_end_matches('/').to_string();
+    let rel: PathBuf = path
+        .strip_prefix(root)
+        .ok()?
+        .components()
+        .filter(|c| *c != Component::CurDir)
+        .collect();
+    let rel = rel.to_str()?.to_string();
     if rel.is_empty() || rel.split('/').any(|c| c == ANY) {
         return None;
     }
@@ -417,10 +431,33 @@ pub fn resolve(
     worktree: &Worktree,
     list: &[(String, Cow<'static, str>)],
 ) -> Result<Protection, ProtectError> {
+    resolve_trimmed(worktree, list, &[])
+}
+
+/// [`resolve`] for a configuration's `protect` changes: the defaults and what git's
+/// configuration names, with the additions, less the removals (`"!path"` trims a path git's
+/// configuration names too).
+pub fn resolve_config(worktree: &Worktree, changes: &[Change]) -> Result<Protection, ProtectError> {
+    let removed: Vec<&str> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Remove(p) => Some(p.as_str()),
+            Change::Add(_) => None,
+        })
+        .collect();
+    resolve_trimmed(worktree, &list(changes), &removed)
+}
+
+fn resolve_trimmed(
+    worktree: &Worktree,
+    list: &[(String, Cow<'static, str>)],
+    removed: &[&str],
+) -> Result<Protection, ProtectError> {
     let root = worktree.root.as_path();
     // What git's configuration names inside the worktree (`core.hooksPath =
     // scripts/hooks`, `include.path = ../.gitconfig`): git runs or reads what is there.
-    let named = named_by_git_config(worktree);
+    let mut named = named_by_git_config(worktree);
+    named.retain(|(n, _)| !removed.contains(&n.as_str()));
     let extended;
     let list = if named.iter().all(|(n, _)| list.iter().any(|(p, _)| p == n)) {
         list
@@ -875,5 +912,34 @@ mod tests {
         assert!(matches!(e, ProtectError::Unprotectable { .. }), "{e}");
         // Trimmed from the list, it is no longer looked at.
         assert!(resolve(&wt, &list(&[Change::Remove(".envrc".into())])).is_ok());
+    }
+
+    #[test]
+    fn a_program_behind_a_link_in_the_worktree_is_refused_unless_trimmed() {
+        let (_t, root) = tree();
+        std::fs::create_dir_all(root.join(".git")).expect("mkdir");
+        std::fs::create_dir_all(root.join("real")).expect("mkdir");
+        std::fs::write(root.join("real/ed.sh"), "#!/bin/sh\n").expect("write");
+        std::os::unix::fs::symlink("real", root.join("bin")).expect("link");
+        std::fs::write(
+            root.join(".git/config"),
+            "[core]\n\teditor = bin/ed.sh --wait\n",
+        )
+        .expect("config");
+        let wt = Worktree {
+            root: root.clone(),
+            git: GitLayout::Main {
+                git_dir: root.join(".git"),
+            },
+        };
+        // The link could be repointed: refused, naming it.
+        let e = resolve_config(&wt, &[]).expect_err("behind a link");
+        assert!(matches!(e, ProtectError::Unprotectable { .. }), "{e}");
+        // Trimmed, the program is still held where the link leads now.
+        let p = resolve_config(&wt, &[Change::Remove("bin/ed.sh".into())]).expect("trimmed");
+        assert!(p
+            .held
+            .iter()
+            .any(|h| h.path == root.join("real/ed.sh") && h.hold == Hold::ReadOnly));
     }
 }

@@ -170,8 +170,7 @@ impl Snapshot {
     /// Resolves the protected paths of `worktree` (the list of the configuration's
     /// `protect`) and records them. An error is one line: the job is not started.
     pub fn take(worktree: &Worktree, changes: &[protect::Change]) -> Result<Snapshot, String> {
-        let protection =
-            protect::resolve(worktree, &protect::list(changes)).map_err(|e| e.to_string())?;
+        let protection = protect::resolve_config(worktree, changes).map_err(|e| e.to_string())?;
         Snapshot::of(worktree, &protection)
     }
 
