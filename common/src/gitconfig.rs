@@ -269,6 +269,8 @@ fn is_command(e: &Entry) -> bool {
         "difffilter",
         "browser",
         "cmd",
+        "defaultkeycommand",
+        "alternaterefscommand",
         "receivepack",
         "uploadpack",
         "packobjectshook",
@@ -276,7 +278,12 @@ fn is_command(e: &Entry) -> bool {
     match (e.section.as_str(), e.key.as_str()) {
         // An alias without `!` is a git command, not the shell's.
         ("alias", _) => e.value.as_deref().is_some_and(|v| v.starts_with('!')),
-        ("pager", _) | ("difftool" | "mergetool", "path") => true,
+        ("pager", _) | ("difftool" | "mergetool" | "browser", "path") => true,
+        // lfs.customtransfer.<name>.path
+        ("lfs", "path") => e
+            .sub
+            .as_deref()
+            .is_some_and(|s| s.starts_with("customtransfer.")),
         (_, key) => KEYS.contains(&key),
     }
 }
@@ -835,6 +842,32 @@ mod tests {
         assert_eq!(
             before_parent_dirs(&t.0.join("a/b/../../c")),
             vec![t.0.join("a/b"), t.0.join("a/b/..")]
+        );
+    }
+
+    #[test]
+    fn settings_that_name_a_program_by_its_path() {
+        // Found by review: gpg.ssh.defaultKeyCommand was not one of them.
+        let env = Env {
+            settings: vec![
+                ("gpg.ssh.defaultKeyCommand".into(), "tools/key.sh".into()),
+                ("lfs.customtransfer.x.path".into(), "tools/xfer".into()),
+                ("browser.b.path".into(), "tools/browser".into()),
+                (
+                    "remote.origin.url".into(),
+                    "https://example.invalid/a/b".into(),
+                ),
+                ("alias.lg".into(), "log origin/main".into()),
+            ],
+            ..Env::default()
+        };
+        assert_eq!(
+            paths(&named(&[], &env, Path::new("/wt")), What::Program),
+            vec![
+                PathBuf::from("/wt/tools/key.sh"),
+                PathBuf::from("/wt/tools/xfer"),
+                PathBuf::from("/wt/tools/browser")
+            ]
         );
     }
 

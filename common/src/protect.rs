@@ -34,6 +34,10 @@ pub struct Default {
     pub reason: &'static str,
 }
 
+/// Why lefthook's configuration files are protected (each name it reads, the local ones
+/// merged on top, found by review).
+const LEFTHOOK: &str = "lefthook runs the commands it names on git hooks";
+
 /// The default protected paths, each with what would run it outside the wall.
 pub const DEFAULTS: &[Default] = &[
     Default {
@@ -110,11 +114,91 @@ pub const DEFAULTS: &[Default] = &[
     },
     Default {
         path: "lefthook.yml",
-        reason: "lefthook runs the commands it names on git hooks",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook.yaml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook.toml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook.json",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook-local.yml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook-local.yaml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook-local.toml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: "lefthook-local.json",
+        reason: LEFTHOOK,
     },
     Default {
         path: ".lefthook.yml",
-        reason: "lefthook runs the commands it names on git hooks",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook.yaml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook.toml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook.json",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook-local.yml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook-local.yaml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook-local.toml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook-local.json",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".config/lefthook.yml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".config/lefthook.yaml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".config/lefthook.toml",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".config/lefthook.json",
+        reason: LEFTHOOK,
+    },
+    Default {
+        path: ".lefthook",
+        reason: "lefthook runs the scripts in it on git hooks (its source_dir)",
+    },
+    Default {
+        path: ".lefthook-local",
+        reason: "lefthook runs the scripts in it on git hooks (its source_dir_local)",
     },
     Default {
         path: ".vscode/tasks.json",

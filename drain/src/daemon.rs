@@ -315,7 +315,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
     })?;
     own.spool = spool_root.clone();
     let spool = Spool::new(spool_root);
-    let _lock = spool::lock(&spool)?;
+    let _lock = lock_spool(&spool)?;
     let cleaned = spool::clean(&spool, TMP_AGE)?;
     if cleaned > 0 {
         log::info!("removed {cleaned} leftover temporary file(s) from the spool");
@@ -1224,6 +1224,38 @@ fn reach(worktree: &Path) -> Vec<PathBuf> {
 fn overlaps(a: &[PathBuf], b: &[PathBuf]) -> bool {
     a.iter()
         .any(|x| b.iter().any(|y| x.starts_with(y) || y.starts_with(x)))
+}
+
+/// How long a daemon started just after another was killed waits for that one's lock.
+const LOCK_GRACE: Duration = Duration::from_secs(3);
+
+/// The spool's lock. Where the daemon that held it is gone (killed: the pid it wrote is no
+/// process) but the lock is not free yet, tried again for up to [`LOCK_GRACE`]: a runner it
+/// was starting holds the lock's descriptor between fork and exec (a CI run caught a
+/// restart in that instant on a loaded machine). A live holder is refused at once.
+fn lock_spool(spool: &Spool) -> Result<spool::SpoolLock, spool::LockError> {
+    let end = Instant::now() + LOCK_GRACE;
+    loop {
+        match spool::lock(spool) {
+            Err(spool::LockError::Held { pid: Some(pid), .. })
+                if Instant::now() < end && !process_exists(pid) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether a process `pid` exists (signal 0: EPERM means it does, as another user's).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(Pid::from_raw(pid), None),
+        Err(Errno::ESRCH)
+    )
 }
 
 #[cfg(test)]

@@ -663,6 +663,8 @@ fn absent_swept(who: Who, layout: Layout) {
     };
     let mut made = vec![
         plain(".envrc"),
+        // Found by review: lefthook merges it over lefthook.yml.
+        plain("lefthook-local.yml"),
         plain(".vscode/tasks.json"),
         plain(".git/config.worktree"),
         // A directory, with a hook in it.
