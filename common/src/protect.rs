@@ -362,6 +362,15 @@ fn in_worktree(root: &Path, path: &Path) -> Option<String> {
     Some(rel)
 }
 
+/// Whether `path` is `dir` or lies under it, as bytes (paths built by joining plain
+/// components; [`Path::starts_with`] compares component by component, and a launch asks
+/// this for every protected path).
+fn under(path: &Path, dir: &Path) -> bool {
+    let (p, d) = (path.as_os_str().as_bytes(), dir.as_os_str().as_bytes());
+    let d = d.strip_suffix(b"/").unwrap_or(d);
+    p.starts_with(d) && (p.len() == d.len() || p.get(d.len()) == Some(&b'/'))
+}
+
 /// `*` as a whole component stands for every entry that exists in that directory when the
 /// launch starts (`.git/worktrees/*/commondir`).
 const ANY: &str = "*";
@@ -580,6 +589,7 @@ fn resolve_trimmed(
         },
         ..Protection::default()
     };
+    let git_dir_in_root = git_dir.is_some_and(|g| under(g, root));
     for (rel, reason) in list {
         // A linked worktree's git dir holds no config, hooks or info that git reads: those
         // are its common dir's, which the wall grants read-only.
@@ -589,8 +599,10 @@ fn resolve_trimmed(
         } = &worktree.git
         {
             let of_common = |name: &str| {
-                rel.strip_prefix(".git/")
-                    .is_some_and(|r| r == name || r.starts_with(&format!("{name}/")))
+                rel.strip_prefix(".git/").is_some_and(|r| {
+                    r.strip_prefix(name)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+                })
             };
             if of_common("config") || of_common("hooks") || of_common("info") {
                 continue;
@@ -598,7 +610,7 @@ fn resolve_trimmed(
         }
         let (base, sub): (&Path, &str) = match (rel.strip_prefix(".git/"), git_dir) {
             (Some(sub), Some(g)) => {
-                if g.starts_with(root) {
+                if git_dir_in_root {
                     // The git dir inside the worktree (a main checkout): the whole path is
                     // walked from the top level, so that `.git` itself is held too.
                     (root, rel.as_str())
@@ -625,16 +637,23 @@ fn resolve_trimmed(
             }
         }
     }
-    p.held.sort_by(|a, b| {
-        a.path
-            .components()
+    // Parents first. (Compared as bytes: the paths are built by joining plain components,
+    // so equal paths are equal bytes; a launch sorts these every time.)
+    let depth = |p: &Path| {
+        p.as_os_str()
+            .as_bytes()
+            .iter()
+            .filter(|&&b| b == b'/')
             .count()
-            .cmp(&b.path.components().count())
-            .then_with(|| a.path.cmp(&b.path))
+    };
+    p.held.sort_by(|a, b| {
+        depth(&a.path)
+            .cmp(&depth(&b.path))
+            .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
     });
     p.held.dedup_by(|b, a| {
         // Keep the stronger hold of two entries for one path.
-        if a.path == b.path {
+        if a.path.as_os_str() == b.path.as_os_str() {
             if b.hold == Hold::ReadOnly {
                 a.hold = Hold::ReadOnly;
                 a.reason = b.reason.clone();
@@ -653,17 +672,21 @@ fn resolve_trimmed(
         .map(|h| h.path.clone())
         .collect();
     p.held
-        .retain(|h| !ro.iter().any(|r| h.path != *r && h.path.starts_with(r)));
+        .retain(|h| !ro.iter().any(|r| h.path != *r && under(&h.path, r)));
+    p.absent.retain(|a| !ro.iter().any(|r| under(&a.path, r)));
     p.absent
-        .retain(|a| !ro.iter().any(|r| a.path.starts_with(r)));
-    p.absent.sort_by(|a, b| a.path.cmp(&b.path));
-    p.absent.dedup_by(|b, a| a.path == b.path);
+        .sort_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
+    p.absent
+        .dedup_by(|b, a| a.path.as_os_str() == b.path.as_os_str());
     Ok(p)
 }
 
 /// `sub` with each `*` component replaced by every entry of that directory that exists (a
 /// pattern whose directory does not exist stands for nothing).
 fn expand(base: &Path, sub: &str) -> Vec<String> {
+    if !sub.contains(ANY) {
+        return vec![sub.to_string()];
+    }
     let Some((head, tail)) = sub
         .split_once(&format!("/{ANY}/")[..])
         .or_else(|| sub.strip_prefix(&format!("{ANY}/")[..]).map(|t| ("", t)))
