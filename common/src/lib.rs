@@ -104,6 +104,38 @@ pub fn random_u64(n: u32) -> u64 {
     h.finish()
 }
 
+/// Renames `name` in `dir` aside to `<prefix>.landwall-swept-<pid>-<random>`, never over
+/// anything, and returns the new name: under it no program reads what was there, and
+/// nothing is lost. Random, so that the agent (or a job) cannot have taken every name it
+/// will be given; tried with 64 names.
+pub fn rename_aside(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    prefix: &std::ffi::OsStr,
+) -> io::Result<std::ffi::OsString> {
+    let mut last = io::Error::from_raw_os_error(libc::EEXIST);
+    for n in 0..64u32 {
+        let mut aside = prefix.to_os_string();
+        aside.push(format!(
+            ".landwall-swept-{}-{:016x}",
+            std::process::id(),
+            random_u64(n)
+        ));
+        match nix::fcntl::renameat2(
+            dir,
+            name,
+            dir,
+            aside.as_os_str(),
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => return Ok(aside),
+            Err(nix::errno::Errno::EEXIST) => last = io::Error::from_raw_os_error(libc::EEXIST),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last)
+}
+
 /// The documented exit statuses (the shim passes the agent's own status through once it
 /// has exec'd; these are only ever landwall's).
 pub mod exit {

@@ -719,30 +719,9 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
     Ok(None)
 }
 
-/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>-<random>` (never over
-/// anything): under that name no program reads it, and nothing the agent wrote is lost.
-/// Random, so that the agent cannot have taken every name it will be given. Returns the
-/// new name.
+/// Renames `name` in `dir` aside to `<name>.landwall-swept-<pid>-<random>`
+/// ([`crate::rename_aside`]). Returns the new name.
 fn set_aside(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<std::ffi::OsString> {
-    let mut last = io::Error::from_raw_os_error(libc::EEXIST);
-    for n in 0..64u32 {
-        let mut aside = name.to_os_string();
-        aside.push(format!(
-            ".landwall-swept-{}-{:016x}",
-            std::process::id(),
-            crate::random_u64(n)
-        ));
-        match nix::fcntl::renameat2(
-            dir,
-            name,
-            dir,
-            aside.as_os_str(),
-            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-        ) {
-            Ok(()) => return Ok(aside),
-            Err(nix::errno::Errno::EEXIST) => last = io::Error::from_raw_os_error(libc::EEXIST),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(last)
+    use std::os::fd::AsFd;
+    crate::rename_aside(dir.as_fd(), name, name)
 }

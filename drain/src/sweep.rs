@@ -33,7 +33,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{openat, readlinkat, renameat2, AtFlags, OFlag, RenameFlags};
+use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
 use nix::sys::stat::{fchmod, fchmodat, fstat, fstatat, mkdirat, FchmodatFlags, FileStat, Mode};
 use nix::unistd::{fchown, symlinkat, unlinkat, Gid, Uid, UnlinkatFlags};
 
@@ -291,30 +291,10 @@ fn sweep_submodules(
 
 /// Renames `path` aside in its own directory (opened with no symbolic link on the way) to
 /// `<name>.landwall-swept-<pid>-<random>`, never over anything; returns the new name.
-/// Random, so that a job cannot have taken the name first.
 fn rename_to(path: &Path) -> io::Result<String> {
     let (dir, name) = open_parent(path)?;
-    let mut last = io::Error::from_raw_os_error(libc::EEXIST);
-    for n in 0..64u32 {
-        let aside = format!(
-            "{}.landwall-swept-{}-{:016x}",
-            name.to_string_lossy(),
-            std::process::id(),
-            landwall::random_u64(n)
-        );
-        match renameat2(
-            &dir,
-            name,
-            &dir,
-            aside.as_str(),
-            RenameFlags::RENAME_NOREPLACE,
-        ) {
-            Ok(()) => return Ok(aside),
-            Err(Errno::EEXIST) => last = io::Error::from_raw_os_error(libc::EEXIST),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(last)
+    let aside = landwall::rename_aside(dir.as_fd(), name, name)?;
+    Ok(aside.to_string_lossy().into_owned())
 }
 
 /// The result's reason for what the sweep found, one line: `tampered: .git/hooks/pre-commit
@@ -915,29 +895,9 @@ fn remove(dir: &OwnedFd, name: &OsStr, is_dir: bool) -> io::Result<()> {
 }
 
 fn rename_aside(dir: &OwnedFd, name: &OsStr) -> io::Result<OsString> {
-    let mut last = io::Error::from_raw_os_error(libc::EEXIST);
-    for n in 0..100u32 {
-        // Not derived from `name`: a name of the longest length allowed would leave no room
-        // for a suffix, and what could not be renamed would stay in place.
-        // Random too: a job cannot have taken every name it will be given.
-        let aside = OsString::from(format!(
-            ".landwall-swept-{}-{:016x}",
-            std::process::id(),
-            landwall::random_u64(n)
-        ));
-        match renameat2(
-            dir,
-            name,
-            dir,
-            aside.as_os_str(),
-            RenameFlags::RENAME_NOREPLACE,
-        ) {
-            Ok(()) => return Ok(aside),
-            Err(Errno::EEXIST) => last = io::Error::from_raw_os_error(libc::EEXIST),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(last)
+    // Not derived from `name`: a name of the longest length allowed would leave no room
+    // for a suffix, and what could not be renamed would stay in place.
+    landwall::rename_aside(dir.as_fd(), name, OsStr::new(""))
 }
 
 /// Removes the directory `name` in `dir` and everything in it, by descriptor, following no

@@ -856,6 +856,11 @@ const VECTORS: &[Vector] = &[
     Vector::SubmoduleConfig,
 ];
 
+/// A repository nested at `lw-lib` with `core.fsmonitor` set to the payload `$P`.
+const NEST_LIB: &str = "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"";
+/// `lw-lib` staged and committed as a submodule.
+const STAGE_LIB: &str = "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'";
+
 /// The agent's script for `v`: it writes `lw-payload` (which appends its name to `pwned`,
 /// outside the worktree) and tries to get it run. Every step is tried whatever the others
 /// did.
@@ -915,16 +920,16 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             format!("printf '%s\\n' \"$PWD/lw-smcommon\" > {sm_gd}/commondir"),
         ],
         (Vector::NestedSubmodule, _) => vec![
-            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
-            "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'".into(),
+            NEST_LIB.into(),
+            STAGE_LIB.into(),
         ],
         (Vector::SplitIndexSubmodule, _) => vec![
             "git update-index --split-index".into(),
-            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
+            NEST_LIB.into(),
             "git update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib".into(),
         ],
         (Vector::SkipHashSubmodule, _) => vec![
-            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
+            NEST_LIB.into(),
             "git -c index.skipHash=true update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib".into(),
         ],
         (Vector::NestedInSubmodule, _) => vec![
@@ -957,8 +962,8 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         ],
         (Vector::FifoIndex, _) => vec![
             "G=$(git rev-parse --git-dir) && cp \"$G/index\" \"$G/lw-index\" && mkfifo \"$G/lw-fifo\" && mv \"$G/lw-fifo\" \"$G/index\" && sleep 0.5 && mv \"$G/lw-index\" \"$G/index\"".into(),
-            "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"".into(),
-            "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'".into(),
+            NEST_LIB.into(),
+            STAGE_LIB.into(),
         ],
         (Vector::GlobalIncludeIf, _) => vec![
             "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > .lw-team.gitconfig".into(),
