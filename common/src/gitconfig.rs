@@ -650,7 +650,7 @@ mod tests {
 	hooksPath = "scripts/hooks" ; why
 [include]
 	path = ../.gitconfig
-[includeIf "gitdir:~/work/"]
+[includeIf "gitdir:~/projects/"]
 	path = ~/.gitconfig-work
 [Remote "Origin"] url = a\"b#x
 [alias.x] y
@@ -667,7 +667,7 @@ mod tests {
                 e("include", None, "path", Some("../.gitconfig")),
                 e(
                     "includeif",
-                    Some("gitdir:~/work/"),
+                    Some("gitdir:~/projects/"),
                     "path",
                     Some("~/.gitconfig-work")
                 ),
