@@ -1303,7 +1303,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     if let (Some(real), Some(exe)) = (real_agent, &agent_exe) {
         refuse_agent_the_agent_can_repoint(real, exe, &rules)?;
     }
-    let protection = crate::protect::resolve_config(&worktree, &config.protect)?;
+    let protection = crate::protect::resolve(&worktree, &config.protect)?;
     Ok(Policy {
         protection,
         agent_exe,

@@ -515,22 +515,14 @@ pub enum ProtectError {
     },
 }
 
-/// Resolves the protected paths of `list` for `worktree`: what exists is held, what does
-/// not is to be swept. A `.git/…` path is looked up in the worktree's own git dir; a plain
+/// Resolves the protected paths for `worktree` of the configuration's `protect` changes
+/// (the defaults and what git's configuration names, with the additions, less the
+/// removals: `"!path"` trims a path git's configuration names too): what exists is held,
+/// what does not is to be swept. A `.git/…` path is looked up in the worktree's own git dir; a plain
 /// path under the worktree's top level. A path that is, or lies under, a symbolic link or
 /// is a special file is refused: a link cannot be made read-only, and the program that
 /// reads the path would follow it.
-pub fn resolve(
-    worktree: &Worktree,
-    list: &[(String, Cow<'static, str>)],
-) -> Result<Protection, ProtectError> {
-    resolve_trimmed(worktree, list, &[])
-}
-
-/// [`resolve`] for a configuration's `protect` changes: the defaults and what git's
-/// configuration names, with the additions, less the removals (`"!path"` trims a path git's
-/// configuration names too).
-pub fn resolve_config(worktree: &Worktree, changes: &[Change]) -> Result<Protection, ProtectError> {
+pub fn resolve(worktree: &Worktree, changes: &[Change]) -> Result<Protection, ProtectError> {
     let removed: Vec<&str> = changes
         .iter()
         .filter_map(|c| match c {
@@ -891,7 +883,7 @@ mod tests {
                 git_dir: root.join(".git"),
             },
         };
-        let p = resolve(&wt, &list(&[])).expect("resolve");
+        let p = resolve(&wt, &[]).expect("resolve");
         let held: Vec<(String, Hold)> = p
             .held
             .iter()
@@ -948,7 +940,7 @@ mod tests {
                 common_dir: Some(top.join("repo/.git")),
             },
         };
-        let p = resolve(&wt, &list(&[])).expect("resolve");
+        let p = resolve(&wt, &[]).expect("resolve");
         assert!(p
             .held
             .iter()
@@ -975,9 +967,9 @@ mod tests {
             root: root.clone(),
             git: GitLayout::None,
         };
-        let e = resolve(&wt, &list(&[])).expect_err("too many");
+        let e = resolve(&wt, &[]).expect_err("too many");
         assert!(matches!(e, ProtectError::TooMany { .. }), "{e}");
-        assert!(resolve(&wt, &list(&[Change::Remove("*/.git".into())])).is_ok());
+        assert!(resolve(&wt, &[Change::Remove("*/.git".into())]).is_ok());
     }
 
     #[test]
@@ -996,7 +988,7 @@ mod tests {
                 git_dir: root.join(".git"),
             },
         };
-        let p = resolve(&wt, &list(&[])).expect("resolve");
+        let p = resolve(&wt, &[]).expect("resolve");
         assert!(p
             .held
             .iter()
@@ -1015,10 +1007,10 @@ mod tests {
             root: root.clone(),
             git: GitLayout::None,
         };
-        let e = resolve(&wt, &list(&[])).expect_err("a link");
+        let e = resolve(&wt, &[]).expect_err("a link");
         assert!(matches!(e, ProtectError::Unprotectable { .. }), "{e}");
         // Trimmed from the list, it is no longer looked at.
-        assert!(resolve(&wt, &list(&[Change::Remove(".envrc".into())])).is_ok());
+        assert!(resolve(&wt, &[Change::Remove(".envrc".into())]).is_ok());
     }
 
     #[test]
@@ -1040,10 +1032,10 @@ mod tests {
             },
         };
         // The link could be repointed: refused, naming it.
-        let e = resolve_config(&wt, &[]).expect_err("behind a link");
+        let e = resolve(&wt, &[]).expect_err("behind a link");
         assert!(matches!(e, ProtectError::Unprotectable { .. }), "{e}");
         // Trimmed, the program is still held where the link leads now.
-        let p = resolve_config(&wt, &[Change::Remove("bin/ed.sh".into())]).expect("trimmed");
+        let p = resolve(&wt, &[Change::Remove("bin/ed.sh".into())]).expect("trimmed");
         assert!(p
             .held
             .iter()

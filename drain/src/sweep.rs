@@ -166,11 +166,22 @@ pub struct Found {
     pub restored: Result<(), String>,
 }
 
+impl Found {
+    /// A path that could not even be looked at: `e` says why.
+    fn unexamined(path: &str, e: impl std::fmt::Display) -> Found {
+        Found {
+            path: path.to_string(),
+            what: What::Changed,
+            restored: Err(format!("it could not be looked at: {e}")),
+        }
+    }
+}
+
 impl Snapshot {
     /// Resolves the protected paths of `worktree` (the list of the configuration's
     /// `protect`) and records them. An error is one line: the job is not started.
     pub fn take(worktree: &Worktree, changes: &[protect::Change]) -> Result<Snapshot, String> {
-        let protection = protect::resolve_config(worktree, changes).map_err(|e| e.to_string())?;
+        let protection = protect::resolve(worktree, changes).map_err(|e| e.to_string())?;
         Snapshot::of(worktree, &protection)
     }
 
@@ -222,11 +233,7 @@ impl Snapshot {
         for item in &self.held {
             match open_parent(&item.path) {
                 Ok((dir, name)) => restore(&dir, name, &item.node, &item.shown, &mut out, 0),
-                Err(e) => out.push(Found {
-                    path: item.shown.clone(),
-                    what: What::Changed,
-                    restored: Err(format!("it could not be looked at: {e}")),
-                }),
+                Err(e) => out.push(Found::unexamined(&item.shown, e)),
             }
         }
         for (a, shown) in &self.absent {
@@ -797,11 +804,7 @@ fn sweep_absent(a: &Absent, shown: &str, out: &mut Vec<Found>) {
         // worktree's git dir, which a job cannot remove but in a linked worktree).
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return,
         Err(e) => {
-            out.push(Found {
-                path: shown.to_string(),
-                what: What::Changed,
-                restored: Err(format!("it could not be looked at: {e}")),
-            });
+            out.push(Found::unexamined(shown, e));
             return;
         }
     };
@@ -813,11 +816,7 @@ fn sweep_absent(a: &Absent, shown: &str, out: &mut Vec<Found>) {
             Ok(st) => st,
             Err(Errno::ENOENT) => return,
             Err(e) => {
-                out.push(Found {
-                    path: shown.to_string(),
-                    what: What::Changed,
-                    restored: Err(format!("it could not be looked at: {e}")),
-                });
+                out.push(Found::unexamined(shown, e));
                 return;
             }
         };
@@ -846,11 +845,7 @@ fn sweep_absent(a: &Absent, shown: &str, out: &mut Vec<Found>) {
         dir = match open_dir_to_change(dir.as_fd(), name) {
             Ok(d) => d,
             Err(e) => {
-                out.push(Found {
-                    path: shown.to_string(),
-                    what: What::Changed,
-                    restored: Err(format!("it could not be looked at: {e}")),
-                });
+                out.push(Found::unexamined(shown, e));
                 return;
             }
         };

@@ -174,7 +174,18 @@ impl Sandbox {
 
     /// Runs `git` with a fixed identity in `dir`; panics with its output on failure.
     pub fn git(&self, dir: &Path, args: &[&str]) -> Output {
+        self.git_with(dir, &[], args)
+    }
+
+    /// [`Sandbox::git`] as root on a repository that may belong to the test user
+    /// (`safe.directory=*`), while a scene is set up.
+    pub fn git_root(&self, dir: &Path, args: &[&str]) -> Output {
+        self.git_with(dir, &["-c", "safe.directory=*"], args)
+    }
+
+    fn git_with(&self, dir: &Path, config: &[&str], args: &[&str]) -> Output {
         let out = Command::new("git")
+            .args(config)
             .args([
                 "-c",
                 "user.name=landwall-test",

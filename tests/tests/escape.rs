@@ -1759,37 +1759,18 @@ fn escape_block_devices() {
 // leave the target unchanged; the control runs the attempt outside the wall as the same
 // user and reaches the target.
 
-/// Runs `git` as root on a repository that may belong to the test user.
-fn git_root(sb: &Sandbox, dir: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new("git");
-    c.args(["-c", "safe.directory=*"])
-        .args([
-            "-c",
-            "user.name=landwall-test",
-            "-c",
-            "user.email=t@landwall.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", sb.home());
-    let out = output(&mut c);
-    assert!(out.status.success(), "git {args:?}: {}", describe(&out));
-    out
-}
-
 /// A main checkout and a linked worktree of it at `linked_rel` (relative to the sandbox),
 /// owned by whoever runs the scene. Returns (main, linked).
 fn scene_linked(scene: &Scene, linked_rel: &str) -> (PathBuf, PathBuf) {
     let sb = &scene.sb;
     let main = sb.root.join("main");
     std::fs::create_dir_all(&main).expect("mkdir");
-    git_root(sb, &main, &["init", "-q", "-b", "main"]);
+    sb.git_root(&main, &["init", "-q", "-b", "main"]);
     std::fs::write(main.join("README"), "main\n").expect("write");
-    git_root(sb, &main, &["add", "README"]);
-    git_root(sb, &main, &["commit", "-qm", "initial"]);
+    sb.git_root(&main, &["add", "README"]);
+    sb.git_root(&main, &["commit", "-qm", "initial"]);
     let linked = sb.root.join(linked_rel);
-    git_root(
-        sb,
+    sb.git_root(
         &main,
         &[
             "worktree",
@@ -2066,7 +2047,7 @@ root_and_user!(escape_fifo_git_file, escape_fifo_git_file_unprivileged => fifo_g
 
 /// The path of the loose object holding `README` at HEAD in `main`.
 fn readme_object(scene: &Scene, main: &Path) -> (String, PathBuf) {
-    let id = stdout(&git_root(&scene.sb, main, &["rev-parse", "HEAD:README"]))
+    let id = stdout(&scene.sb.git_root(main, &["rev-parse", "HEAD:README"]))
         .trim()
         .to_string();
     let path = main.join(".git/objects").join(&id[..2]).join(&id[2..]);
@@ -2127,7 +2108,7 @@ fn object_swap(who: Who) {
         assert_blocked("walled", &out, Some(errno));
         assert_eq!(std::fs::read(&path).expect("read object"), before);
     }
-    let show = git_root(&scene.sb, &main, &["cat-file", "-p", &id]);
+    let show = scene.sb.git_root(&main, &["cat-file", "-p", &id]);
     assert_eq!(stdout(&show), "main\n");
     let out = output(
         scene
@@ -2166,13 +2147,15 @@ fn quarantine_forgery(who: Who) {
     assert!(out.status.success(), "{}", describe(&out));
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert_eq!(std::fs::read(&path).expect("read object"), before);
-    let show = git_root(&scene.sb, &main, &["cat-file", "-p", &id]);
+    let show = scene.sb.git_root(&main, &["cat-file", "-p", &id]);
     assert_eq!(stdout(&show), "main\n");
-    git_root(&scene.sb, &main, &["fsck", "--strict", "--no-progress"]);
+    scene
+        .sb
+        .git_root(&main, &["fsck", "--strict", "--no-progress"]);
     // The control: the same bytes put in place outside the wall poison git's answer.
     std::fs::remove_file(&path).expect("rm");
     std::fs::copy(&forged, &path).expect("copy");
-    let show = git_root(&scene.sb, &main, &["cat-file", "-p", &id]);
+    let show = scene.sb.git_root(&main, &["cat-file", "-p", &id]);
     assert_eq!(
         stdout(&show),
         "poisoned\n",
@@ -2193,12 +2176,13 @@ fn commits_reach_main(who: Who) {
          echo agent > work.txt; git add work.txt; git commit -qm 'agent commit'",
     );
     wait_for_quarantine(&main, "linked");
-    let log = git_root(&scene.sb, &main, &["log", "--format=%s", "task"]);
+    let log = scene.sb.git_root(&main, &["log", "--format=%s", "task"]);
     assert_eq!(stdout(&log), "agent commit\ninitial\n");
-    git_root(&scene.sb, &main, &["fsck", "--strict", "--no-progress"]);
+    scene
+        .sb
+        .git_root(&main, &["fsck", "--strict", "--no-progress"]);
     let fresh = scene.sb.root.join("fresh");
-    git_root(
-        &scene.sb,
+    scene.sb.git_root(
         &main,
         &[
             "worktree",
@@ -2558,15 +2542,15 @@ fn plant_forged_common(scene: &Scene, main: &Path, linked: &Path, extra: &str) -
 fn thin_pack(scene: &Scene) -> PathBuf {
     let repo = scene.sb.root.join("thin-src");
     std::fs::create_dir_all(&repo).expect("mkdir");
-    git_root(&scene.sb, &repo, &["init", "-q"]);
+    scene.sb.git_root(&repo, &["init", "-q"]);
     let text: String = (0..200)
         .map(|i| format!("line {i} of a long file\n"))
         .collect();
     std::fs::write(repo.join("a"), &text).expect("write");
-    git_root(&scene.sb, &repo, &["add", "a"]);
-    git_root(&scene.sb, &repo, &["commit", "-qm", "one"]);
+    scene.sb.git_root(&repo, &["add", "a"]);
+    scene.sb.git_root(&repo, &["commit", "-qm", "one"]);
     std::fs::write(repo.join("a"), text + "more\n").expect("write");
-    git_root(&scene.sb, &repo, &["commit", "-qam", "two"]);
+    scene.sb.git_root(&repo, &["commit", "-qam", "two"]);
     let mut c = Command::new("git");
     c.args(["-C", repo.to_str().expect("utf8")])
         .args(["pack-objects", "--thin", "--stdout", "--revs", "-q"])
@@ -2728,14 +2712,14 @@ fn replace_ref(who: Who) {
         "git replace worked: {}",
         describe(&out)
     );
-    let show = git_root(&scene.sb, &main, &["cat-file", "-p", "HEAD:README"]);
+    let show = scene.sb.git_root(&main, &["cat-file", "-p", "HEAD:README"]);
     assert_eq!(stdout(&show), "main\n");
     // The control: the same commands outside the wall poison what git shows.
     let mut control = scene.cmd("/bin/sh");
     control.args(["-c", &script]).current_dir(&linked);
     let out = output(&mut control);
     assert!(out.status.success(), "{}", describe(&out));
-    let show = git_root(&scene.sb, &main, &["cat-file", "-p", "HEAD:README"]);
+    let show = scene.sb.git_root(&main, &["cat-file", "-p", "HEAD:README"]);
     assert_eq!(
         stdout(&show),
         "poisoned\n",
@@ -2839,12 +2823,11 @@ fn realistic_home(scene: &Scene) -> (PathBuf, PathBuf) {
     let main = home.join("src/app");
     let linked = home.join("src/app-wt");
     std::fs::create_dir_all(&main).expect("mkdir");
-    git_root(&scene.sb, &main, &["init", "-q", "-b", "main"]);
+    scene.sb.git_root(&main, &["init", "-q", "-b", "main"]);
     std::fs::write(main.join("README"), "app\n").expect("write");
-    git_root(&scene.sb, &main, &["add", "README"]);
-    git_root(&scene.sb, &main, &["commit", "-qm", "init"]);
-    git_root(
-        &scene.sb,
+    scene.sb.git_root(&main, &["add", "README"]);
+    scene.sb.git_root(&main, &["commit", "-qm", "init"]);
+    scene.sb.git_root(
         &main,
         &[
             "worktree",

@@ -94,7 +94,7 @@ impl Scene {
         install(&script, &sb.agents().join("claude-real"), &["-m", "0755"]);
         let main = sb.root.join("main");
         std::fs::create_dir_all(&main).expect("mkdir main");
-        git_setup(&sb, &main, &["init", "-q", "-b", "main"]);
+        sb.git_root(&main, &["init", "-q", "-b", "main"]);
         std::fs::write(main.join("README"), "main\n").expect("write README");
         if populate {
             for (rel, text) in PROJECT_FILES {
@@ -103,14 +103,13 @@ impl Scene {
                 std::fs::write(&p, text).expect("write project file");
             }
         }
-        git_setup(&sb, &main, &["add", "-A"]);
-        git_setup(&sb, &main, &["commit", "-qm", "initial"]);
+        sb.git_root(&main, &["add", "-A"]);
+        sb.git_root(&main, &["commit", "-qm", "initial"]);
         let sub = sb.root.join("subsrc");
         std::fs::create_dir_all(&sub).expect("mkdir subsrc");
-        git_setup(&sb, &sub, &["init", "-q", "-b", "main"]);
-        git_setup(&sb, &sub, &["commit", "-q", "--allow-empty", "-m", "sub"]);
-        git_setup(
-            &sb,
+        sb.git_root(&sub, &["init", "-q", "-b", "main"]);
+        sb.git_root(&sub, &["commit", "-q", "--allow-empty", "-m", "sub"]);
+        sb.git_root(
             &main,
             &[
                 "-c",
@@ -122,14 +121,13 @@ impl Scene {
                 "sm",
             ],
         );
-        git_setup(&sb, &main, &["commit", "-qm", "submodule"]);
+        sb.git_root(&main, &["commit", "-qm", "submodule"]);
         let common = main.join(".git");
         let mut other = None;
         let (wt, git_dir) = match layout {
             Layout::Main => {
                 let o = sb.root.join("other");
-                git_setup(
-                    &sb,
+                sb.git_root(
                     &main,
                     &[
                         "worktree",
@@ -145,8 +143,7 @@ impl Scene {
             }
             Layout::Linked => {
                 let linked = sb.root.join("linked");
-                git_setup(
-                    &sb,
+                sb.git_root(
                     &main,
                     &[
                         "worktree",
@@ -157,8 +154,7 @@ impl Scene {
                         "task",
                     ],
                 );
-                git_setup(
-                    &sb,
+                sb.git_root(
                     &linked,
                     &[
                         "-c",
@@ -286,24 +282,6 @@ impl Scene {
     fn pwned(&self) -> PathBuf {
         self.sb.outside().join("pwned")
     }
-}
-
-/// Runs `git` as root while the scene is set up (before it is handed to its user).
-fn git_setup(sb: &Sandbox, dir: &Path, args: &[&str]) -> Output {
-    let mut c = Command::new("git");
-    c.args(["-c", "safe.directory=*"])
-        .args([
-            "-c",
-            "user.name=landwall-test",
-            "-c",
-            "user.email=test@landwall.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", sb.home());
-    let out = output(&mut c);
-    assert!(out.status.success(), "git {args:?}: {}", describe(&out));
-    out
 }
 
 /// Removes `p` (a file, a link or a directory tree) if it is there.
@@ -856,6 +834,9 @@ const VECTORS: &[Vector] = &[
     Vector::SubmoduleConfig,
 ];
 
+/// Writes a `[core]` section whose `core.fsmonitor` is the payload `$P` (to be redirected
+/// into a config file).
+const FSMONITOR: &str = "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\"";
 /// A repository nested at `lw-lib` with `core.fsmonitor` set to the payload `$P`.
 const NEST_LIB: &str = "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C lw-lib config core.fsmonitor \"$P\"";
 /// `lw-lib` staged and committed as a submodule.
@@ -875,11 +856,11 @@ fn plant_script(s: &Scene, v: Vector) -> String {
     let steps: Vec<String> = match (v, s.layout) {
         (Vector::Fsmonitor, _) => vec![
             "git config core.fsmonitor \"$P\"".into(),
-            format!("printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" >> {common}/config"),
+            format!("{FSMONITOR} >> {common}/config"),
         ],
         (Vector::WorktreeConfig, _) => vec![
             "git config --worktree core.fsmonitor \"$P\"".into(),
-            format!("printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > {gd}/config.worktree"),
+            format!("{FSMONITOR} > {gd}/config.worktree"),
         ],
         (Vector::Hook, _) => vec![format!("cp lw-payload {common}/hooks/pre-commit")],
         (Vector::HooksPathConfig, _) => vec![
@@ -913,7 +894,7 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         ],
         (Vector::SubmoduleConfig, _) => vec![
             "git -C sm config core.fsmonitor \"$P\"".into(),
-            format!("printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" >> {sm_gd}/config"),
+            format!("{FSMONITOR} >> {sm_gd}/config"),
         ],
         (Vector::SubmoduleCommondir, _) => vec![
             format!("rm -rf lw-smcommon && mkdir lw-smcommon && cp -a {sm_gd}/. lw-smcommon/ && git config -f lw-smcommon/config core.fsmonitor \"$P\""),
@@ -940,16 +921,16 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             "mv scripts lw-scripts && mkdir -p scripts/hooks && cp lw-payload scripts/hooks/pre-commit".into(),
         ],
         (Vector::IncludedConfig, _) => vec![
-            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" >> .gitconfig".into(),
-            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > lw-gc && mv -f lw-gc .gitconfig".into(),
-            "mv .gitconfig lw-gc-away; printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > .gitconfig".into(),
+            format!("{FSMONITOR} >> .gitconfig"),
+            format!("{FSMONITOR} > lw-gc && mv -f lw-gc .gitconfig"),
+            format!("mv .gitconfig lw-gc-away; {FSMONITOR} > .gitconfig"),
         ],
         (Vector::GlobalConfigEnv | Vector::CrlfContinuation, _) => vec![
             "mkdir -p .lw-myhooks && cp lw-payload .lw-myhooks/pre-commit".into(),
         ],
         (Vector::TildeUserInclude, _) => vec![
-            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" >> shared.gitconfig".into(),
-            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > lw-gc && mv -f lw-gc shared.gitconfig".into(),
+            format!("{FSMONITOR} >> shared.gitconfig"),
+            format!("{FSMONITOR} > lw-gc && mv -f lw-gc shared.gitconfig"),
         ],
         (Vector::DotDotHooksPath, _) => vec![
             "mkdir -p lw-sub/x lw-sub/hooks && cp lw-payload lw-sub/hooks/pre-commit && ln -sfn lw-sub/x tools".into(),
@@ -966,10 +947,10 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             STAGE_LIB.into(),
         ],
         (Vector::GlobalIncludeIf, _) => vec![
-            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > .lw-team.gitconfig".into(),
+            format!("{FSMONITOR} > .lw-team.gitconfig"),
         ],
         (Vector::OtherWorktreeConfig, _) => vec![format!(
-            "printf '[core]\\n\\tfsmonitor = %s\\n' \"$P\" > {common}/worktrees/other/config.worktree"
+            "{FSMONITOR} > {common}/worktrees/other/config.worktree"
         )],
     };
     for (i, step) in steps.iter().enumerate() {
@@ -1000,11 +981,7 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
     let mut s = Scene::new("prot-nextgit", who, layout, false);
     match v {
         Vector::WorktreeConfig | Vector::OtherWorktreeConfig => {
-            git_setup(
-                &s.sb,
-                &s.main,
-                &["config", "extensions.worktreeConfig", "true"],
-            );
+            s.sb.git_root(&s.main, &["config", "extensions.worktreeConfig", "true"]);
         }
         Vector::HooksPathDir | Vector::HooksPathNamedByConfig => {
             let rel = if v == Vector::HooksPathDir {
@@ -1012,7 +989,7 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
             } else {
                 "scripts/hooks"
             };
-            git_setup(&s.sb, &s.main, &["config", "core.hooksPath", rel]);
+            s.sb.git_root(&s.main, &["config", "core.hooksPath", rel]);
             let hooks = s.wt.join(rel);
             std::fs::create_dir_all(&hooks).expect("mkdir .githooks");
             std::fs::write(hooks.join("post-merge"), "#!/bin/sh\nexit 0\n").expect("hook");
@@ -1050,25 +1027,17 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
             let shared = s.wt.join("shared.gitconfig");
             std::fs::write(&shared, "# shared\n").expect("write");
             let include = format!("~root/..{}", shared.display());
-            git_setup(&s.sb, &s.main, &["config", "include.path", &include]);
+            s.sb.git_root(&s.main, &["config", "include.path", &include]);
             if who == Who::User {
                 let (uid, gid) = test_user();
                 chown_tree(&shared, uid, gid);
             }
         }
         Vector::DotDotHooksPath => {
-            git_setup(
-                &s.sb,
-                &s.main,
-                &["config", "core.hooksPath", "tools/../hooks"],
-            );
+            s.sb.git_root(&s.main, &["config", "core.hooksPath", "tools/../hooks"]);
         }
         Vector::ProgramNamed => {
-            git_setup(
-                &s.sb,
-                &s.main,
-                &["config", "core.fsmonitor", "scripts/fsmon.sh"],
-            );
+            s.sb.git_root(&s.main, &["config", "core.fsmonitor", "scripts/fsmon.sh"]);
             let script = s.wt.join("scripts/fsmon.sh");
             std::fs::create_dir_all(script.parent().expect("parent")).expect("mkdir");
             std::fs::write(&script, "#!/bin/sh\nexit 1\n").expect("write");
@@ -1084,7 +1053,7 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
                 Layout::Main => "../.gitconfig".to_string(),
                 Layout::Linked => s.wt.join(".gitconfig").to_string_lossy().into_owned(),
             };
-            git_setup(&s.sb, &s.main, &["config", "include.path", &include]);
+            s.sb.git_root(&s.main, &["config", "include.path", &include]);
             let shared = s.wt.join(".gitconfig");
             std::fs::write(&shared, "# the team's shared git configuration\n").expect("write");
             if who == Who::User {
