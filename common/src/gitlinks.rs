@@ -2,16 +2,19 @@
 //! on your next `git status` (it runs `git status` inside it), so a repository the agent
 //! nested in the worktree and staged (`git init lib`, `core.fsmonitor` in its config,
 //! `git add lib`), or an existing submodule whose git dir it rewrote, runs its code outside
-//! the wall. Whether the agent made or changed one is read from what it cannot forge: the
-//! inode change times (ctime, set by the kernel on every change, never backwards) of the
-//! submodule's `.git` and of the files in its git dir that name commands, against the time
-//! the launch started.
+//! the wall. What is there is judged, not what changed: [`populated`] reads, from the index
+//! and the kernel's inode numbers and change times (which the agent cannot forge), every
+//! submodule git would enter and what it is ([`Ident`]); [`Populated::not_in`] names those
+//! that the user's own record of them ([`crate::record`]) does not hold as they are. A plant
+//! split across launches (a gitlink laid in one, its repository renamed into place in the
+//! next) is judged whole at the end.
 //!
 //! The index is read here, not by git: git reading an index would also read the
 //! repository's configuration, which names commands.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -165,13 +168,6 @@ fn parse_with(d: &[u8], hlen: usize) -> Option<(Vec<PathBuf>, Option<String>)> {
     Some((out, shared))
 }
 
-/// The change time of `path` (not following a last symlink), if it exists.
-fn ctime(path: &Path) -> Option<(i64, i64)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path).ok()?;
-    Some((m.ctime(), m.ctime_nsec()))
-}
-
 /// Where a submodule's git dir is: `sub/.git` itself, or what its `gitdir:` line names
 /// (relative to `sub`).
 pub fn git_dir_of(sub: &Path) -> Option<PathBuf> {
@@ -194,127 +190,142 @@ pub fn git_dir_of(sub: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The gitlinks of the index as it was when the launch started, read from `file` (the
-/// index opened by the launch before the agent ran: git replaces the index by renaming a
-/// new file over it, so this is the old one). `None` where that is not known: no index,
-/// one that cannot be read, or one changed in place since `since` (its change time).
-pub fn at_start(
-    file: Option<std::fs::File>,
-    index: &Path,
-    since: (i64, i64),
-) -> Option<Vec<PathBuf>> {
-    use std::os::unix::fs::MetadataExt;
-    let Some(mut file) = file else {
-        // No index then: every gitlink now is new.
-        return Some(Vec::new());
-    };
-    let mut data = Vec::new();
-    (&mut file)
-        .take(MAX_INDEX + 1)
-        .read_to_end(&mut data)
-        .ok()?;
-    let m = file.metadata().ok()?;
-    if !m.is_file() || (m.ctime(), m.ctime_nsec()) >= since || data.len() as u64 > MAX_INDEX {
-        return None;
-    }
-    let (mut links, shared) = parse(&data)?;
-    if let Some(hash) = shared {
-        let data = read_index(&index.with_file_name(format!("sharedindex.{hash}"))).ok()??;
-        links.extend(parse(&data)?.0);
-    }
-    Some(links)
-}
-
-/// How deep [`suspects`] follows submodules of submodules.
+/// How deep [`populated`] follows submodules of submodules.
 const MAX_NESTING: usize = 4;
 
-/// The submodules of the worktree at `root` (index file `index`) that git would enter on
-/// your next `git status`, and that the agent may have made or changed: each populated
-/// gitlink that was not in the index when the launch started (`start`; all of them when
-/// that is not known), or whose `.git`, or git dir's config, hooks, info, commondir (and
-/// what it names), changed at or after `since`; and, in the others, their own submodules
-/// the same way (a submodule's index the agent changed makes all of its submodules
-/// suspect). Paths relative to `root`. An index that cannot be read is an error: the
-/// caller sets it aside.
-pub fn suspects(
-    root: &Path,
-    index: &Path,
-    start: Option<&[PathBuf]>,
-    since: (i64, i64),
-) -> io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    suspects_in(root, Path::new(""), index, start, since, 0, &mut out)?;
+/// The most entries of a submodule's `hooks/` or `info/` that are looked at; one with more
+/// cannot be judged.
+const MAX_ENTRIES: usize = 4096;
+
+/// What a populated submodule is, as far as what git runs from it goes: its `.git` (device,
+/// inode, kind; a `gitdir:` file's change time too), and the change times of what in its git
+/// dir (and the common dir that names) names commands: `config`, `config.worktree`,
+/// `commondir`, and `hooks/` and `info/` with each entry in them. Git writes none of these
+/// in its work; the user or the agent does. A change time is set by the kernel on every
+/// change, never backwards, and no rename keeps it for the renamed inode.
+pub type Ident = Vec<i64>;
+
+/// The populated submodules of a worktree (each gitlink of its index whose directory holds
+/// a `.git`, which is what git enters on `git status`), and theirs, to [`MAX_NESTING`]:
+/// path relative to the worktree's top level → what it is ([`Ident`]), or `None` for one that
+/// cannot be judged (its own index unreadable, too many hooks): that one never equals
+/// anything, so it is always set aside.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Populated(pub BTreeMap<PathBuf, Option<Ident>>);
+
+impl Populated {
+    /// The submodules of `self` (what is there now) that `basis` (what is the user's own)
+    /// does not hold as they are: every one git would enter that the user did not have so,
+    /// however old its files and whatever the index said before. One under another that is
+    /// listed is not listed again (setting the outer one aside ends both).
+    pub fn not_in(&self, basis: &Populated) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for (rel, id) in &self.0 {
+            let same = id.is_some() && basis.0.get(rel) == Some(id);
+            if !same && !out.iter().any(|o| rel.starts_with(o)) {
+                out.push(rel.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The populated submodules of the worktree at `root` whose index is `index`
+/// ([`Populated`]). An index this cannot read whole (absent is empty) is an error: the caller
+/// sets it aside, since git may read it.
+pub fn populated(root: &Path, index: &Path) -> io::Result<Populated> {
+    let mut out = Populated::default();
+    populated_in(root, Path::new(""), index, 0, &mut out)?;
     Ok(out)
 }
 
-fn suspects_in(
+fn populated_in(
     root: &Path,
     prefix: &Path,
     index: &Path,
-    start: Option<&[PathBuf]>,
-    since: (i64, i64),
     depth: usize,
-    out: &mut Vec<PathBuf>,
+    out: &mut Populated,
 ) -> io::Result<()> {
     for rel in gitlinks(index)? {
-        let sub = root.join(prefix).join(&rel);
-        let dotgit = sub.join(".git");
-        let Some(own) = ctime(&dotgit) else {
+        let at = prefix.join(&rel);
+        let sub = root.join(&at);
+        let Some(id) = ident(&sub) else {
             // Not populated: git does not enter it.
             continue;
         };
-        let new = start.is_none_or(|s| !s.contains(&rel));
-        let mut times = vec![own];
-        let git_dir = git_dir_of(&sub);
-        if let Some(g) = &git_dir {
-            let mut dirs = vec![g.clone()];
-            if let Ok(c) = crate::read_regular(&g.join("commondir"), 64 << 10) {
-                let c = c.strip_suffix(b"\n").unwrap_or(&c);
-                let c = Path::new(OsStr::from_bytes(c));
-                dirs.push(if c.is_absolute() {
-                    c.to_path_buf()
-                } else {
-                    g.join(c)
-                });
+        let judged = id.is_some();
+        out.0.insert(at.clone(), id);
+        if let (true, Some(g)) = (judged && depth < MAX_NESTING, git_dir_of(&sub)) {
+            // Its own submodules; an index of its that cannot be read makes it unjudged.
+            if populated_in(root, &at, &g.join("index"), depth + 1, out).is_err() {
+                out.0.insert(at, None);
             }
-            for d in dirs {
-                for name in ["config", "config.worktree", "commondir", "hooks", "info"] {
-                    times.extend(ctime(&d.join(name)));
-                }
-            }
-        }
-        if new || times.iter().any(|t| *t >= since) {
-            out.push(prefix.join(&rel));
-            continue;
-        }
-        // Its own submodules: what it held at the start is not known, so if its index
-        // changed during the launch, every one of them is suspect.
-        if let (Some(g), true) = (git_dir, depth < MAX_NESTING) {
-            let nested_index = g.join("index");
-            let nested_start: Option<Vec<PathBuf>> = match ctime(&nested_index) {
-                Some(t) if t >= since => None,
-                _ => Some(gitlinks(&nested_index).unwrap_or_default()),
-            };
-            suspects_in(
-                root,
-                &prefix.join(&rel),
-                &nested_index,
-                nested_start.as_deref(),
-                since,
-                depth + 1,
-                out,
-            )?;
         }
     }
     Ok(())
 }
 
-/// The coarse real-time clock: what the kernel stamps ctimes with, so that a change made
-/// after this call is never stamped earlier.
-pub fn now_coarse() -> (i64, i64) {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE)
-        .unwrap_or_else(|_| nix::sys::time::TimeSpec::new(0, 0));
-    (t.tv_sec(), t.tv_nsec())
+/// [`Ident`] of the submodule at `sub`: `None` if it is not populated (no `.git`), `Some(None)`
+/// if it cannot be judged.
+fn ident(sub: &Path) -> Option<Option<Ident>> {
+    use std::os::unix::fs::MetadataExt;
+    let dotgit = sub.join(".git");
+    let m = match std::fs::symlink_metadata(&dotgit) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(_) => return Some(None),
+    };
+    let mut id: Ident = vec![
+        m.dev() as i64,
+        m.ino() as i64,
+        i64::from(m.mode() & libc::S_IFMT),
+    ];
+    if !m.is_dir() {
+        id.extend([m.ctime(), m.ctime_nsec()]);
+    }
+    let Some(g) = git_dir_of(sub) else {
+        return Some(Some(id));
+    };
+    let mut dirs = vec![g.clone()];
+    if let Ok(c) = crate::read_regular(&g.join("commondir"), 64 << 10) {
+        let c = c.strip_suffix(b"\n").unwrap_or(&c);
+        let c = Path::new(OsStr::from_bytes(c));
+        dirs.push(if c.is_absolute() {
+            c.to_path_buf()
+        } else {
+            g.join(c)
+        });
+    }
+    let stamp = |id: &mut Ident, p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(m) => id.extend([m.ino() as i64, m.ctime(), m.ctime_nsec()]),
+        Err(_) => id.extend([-1, -1, -1]),
+    };
+    for d in dirs {
+        for name in ["config", "config.worktree", "commondir"] {
+            stamp(&mut id, &d.join(name));
+        }
+        for name in ["hooks", "info"] {
+            let dir = d.join(name);
+            stamp(&mut id, &dir);
+            // A hook rewritten in place changes its own change time, not its directory's.
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut names = Vec::new();
+            for e in entries {
+                let Ok(e) = e else { return Some(None) };
+                if names.len() == MAX_ENTRIES {
+                    return Some(None);
+                }
+                names.push(e.file_name());
+            }
+            names.sort();
+            for n in names {
+                stamp(&mut id, &dir.join(n));
+            }
+        }
+    }
+    Some(Some(id))
 }
 
 #[cfg(test)]
@@ -343,11 +354,12 @@ mod tests {
         assert!(st.success(), "git {args:?}");
     }
 
-    /// A repository with a submodule added before `since` and a nested repository staged
-    /// after it (in every index version): only the latter is reported, until the old
-    /// submodule's config changes too.
+    /// A repository with a submodule the user had and a nested repository staged later (in
+    /// every index version): only the latter is judged not the user's own, until the old
+    /// submodule's config changes too; a gitlink laid before its repository is moved into
+    /// place is judged once it is populated.
     #[test]
-    fn a_submodule_made_or_changed_after_the_start_is_found() {
+    fn what_is_not_the_users_own_is_found() {
         if Command::new("git").arg("--version").output().is_err() {
             panic!("git is needed for this test (make test-tools installs it)");
         }
@@ -365,13 +377,17 @@ mod tests {
                 &["submodule", "add", "-q", lib.to_str().expect("utf8"), "old"],
             );
             git(&root, &["commit", "-q", "-m", "old"]);
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            let since = now_coarse();
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            let index = root.join(".git/index");
+            let basis = populated(&root, &index).expect("index");
+            assert_eq!(basis.0.keys().collect::<Vec<_>>(), [Path::new("old")]);
+            // A gitlink with nothing behind it yet, then its repository moved into place.
+            let stash = t.0.join("stash");
+            std::fs::create_dir_all(&stash).expect("mkdir");
+            git(&stash, &["init", "-q"]);
+            git(&stash, &["commit", "-q", "--allow-empty", "-m", "n"]);
+            std::fs::create_dir_all(root.join("deep")).expect("mkdir");
             let nested = root.join("deep/new");
-            std::fs::create_dir_all(&nested).expect("mkdir");
-            git(&nested, &["init", "-q"]);
-            git(&nested, &["commit", "-q", "--allow-empty", "-m", "n"]);
+            std::fs::rename(&stash, &nested).expect("rename");
             git(&root, &["add", "deep/new"]);
             match version {
                 // The gitlinks in the shared index, the main one holding only a link to it.
@@ -392,27 +408,26 @@ mod tests {
                 }
                 v => git(&root, &["update-index", "--index-version", v]),
             }
-            let index = root.join(".git/index");
             let mut links = gitlinks(&index).expect("index");
             links.sort();
             assert_eq!(links, [PathBuf::from("deep/new"), PathBuf::from("old")]);
-            // Both were in the index at the start: only the one made since is suspect.
-            let start = [PathBuf::from("deep/new"), PathBuf::from("old")];
+            let now = populated(&root, &index).expect("index");
             assert_eq!(
-                suspects(&root, &index, Some(&start), since).expect("suspects"),
+                now.not_in(&basis),
                 [PathBuf::from("deep/new")],
                 "index version {version}"
             );
-            // Staged since the start (made in an earlier launch): suspect all the same.
-            assert_eq!(
-                suspects(&root, &index, Some(&start[1..]), now_coarse()).expect("suspects"),
-                [PathBuf::from("deep/new")],
-                "index version {version}"
-            );
+            // Judged on what is there: the same answer however often it is asked.
+            assert_eq!(now.not_in(&basis), now.not_in(&basis));
+            std::thread::sleep(std::time::Duration::from_millis(20));
             git(&root.join("old"), &["config", "core.fsmonitor", "true"]);
-            let mut changed = suspects(&root, &index, Some(&start), since).expect("suspects");
-            changed.sort();
-            assert_eq!(changed, [PathBuf::from("deep/new"), PathBuf::from("old")]);
+            let now = populated(&root, &index).expect("index");
+            assert_eq!(
+                now.not_in(&basis),
+                [PathBuf::from("deep/new"), PathBuf::from("old")]
+            );
+            // What the user makes their own is judged against no more.
+            assert!(now.not_in(&now).is_empty());
         }
     }
 

@@ -371,9 +371,9 @@ pub struct LiveKernel {
     bounding_dropped: bool,
     /// The filter installed, if one was.
     filtered: Option<seccomp::Refuse>,
-    /// The child that starts the quarantine watcher, reaped by the self-check: its fork
-    /// overlaps the wall's own steps.
-    detacher: Option<libc::pid_t>,
+    /// The watcher, waited for by the self-check: its start (its fork, its own wall, its
+    /// look at the worktree) overlaps the wall's own steps.
+    watcher: Option<crate::watcher::Ready>,
 }
 
 impl Kernel for LiveKernel {
@@ -420,7 +420,7 @@ impl Kernel for LiveKernel {
         sweep: &Protection,
         min_abi: u32,
     ) -> io::Result<()> {
-        self.detacher = Some(crate::watcher::start(quarantine, sweep, min_abi)?);
+        self.watcher = Some(crate::watcher::start(quarantine, sweep, min_abi)?);
         Ok(())
     }
 
@@ -457,8 +457,9 @@ impl Kernel for LiveKernel {
     }
 
     fn self_check(&mut self) -> Result<(), String> {
-        if let Some(child) = self.detacher.take() {
-            sys::reap_detacher(child).map_err(|e| format!("the watcher did not start: {e}"))?;
+        // The watcher is part of the wall: without it ready, the agent does not start.
+        if let Some(watcher) = self.watcher.take() {
+            watcher.wait()?;
         }
         // Landlock: `/` itself is never granted (configuration cannot name it), so listing
         // it must be refused.
@@ -629,6 +630,7 @@ mod tests {
                 base: "/w".into(),
                 reason: "test".into(),
             }],
+            ..Default::default()
         };
         let mut k = Recorder {
             steps: vec![],

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod profile;
 pub mod protect;
 pub mod realpath;
+pub mod record;
 pub mod seccomp;
 pub mod spool;
 pub mod sys;

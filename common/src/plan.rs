@@ -125,7 +125,7 @@ pub fn build_policy(
             link_cache: link_cache.as_ref(),
         })?)
     };
-    let policy = policy::build_with(
+    let mut policy = policy::build_with(
         Inputs {
             agent,
             worktree: wt.clone(),
@@ -138,6 +138,13 @@ pub fn build_policy(
         resolver,
     )?;
     refuse_agent_written_grants(&policy, config, &again)?;
+    // The record of what is the user's own, where the agent can write nothing.
+    if !policy.protection.is_empty() {
+        let record = crate::record::place(home, |p| {
+            policy.decide(p).rule.is_some_and(|r| r.access.writes())
+        });
+        policy.protection.record = record;
+    }
     Ok(policy)
 }
 

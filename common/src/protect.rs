@@ -443,6 +443,11 @@ pub struct Protection {
     pub absent: Vec<Absent>,
     /// The submodules to look at when the agent exits ([`crate::gitlinks`]).
     pub submodules: Option<Submodules>,
+    /// The worktree's top level (the record's key).
+    pub root: PathBuf,
+    /// Where the record of what is the user's own is kept ([`crate::record::place`]);
+    /// `None`: nowhere the agent cannot write, and the start is taken as the user's.
+    pub record: Option<PathBuf>,
 }
 
 /// Where the watcher finds the worktree's submodules: the index that lists them, and the
@@ -579,6 +584,7 @@ fn resolve_trimmed(
                     .collect(),
             }),
         },
+        root: root.to_path_buf(),
         ..Protection::default()
     };
     let git_dir_in_root = git_dir.is_some_and(|g| under(g, root));
@@ -777,7 +783,16 @@ fn walk(
         }
         if !last {
             if !ft.is_dir() {
-                // A file where a directory would be: the path cannot exist. Nothing to hold.
+                // A file where a directory would be: nothing to hold, but the path is
+                // watched as absent, since the file can be replaced by a directory holding
+                // it (in this launch or a later one). `*/.git` stands for submodules only.
+                if !(rel.contains(ANY) && rel.ends_with("/.git")) {
+                    p.absent.push(Absent {
+                        path: base.join(sub),
+                        base: base.to_path_buf(),
+                        reason: reason.clone(),
+                    });
+                }
                 return Ok(());
             }
             on_the_way.push(Held {

@@ -510,6 +510,23 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
     owned_fd(rc)
 }
 
+/// `flock(2)` on `fd`: `op` is `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB` or not
+/// (retried on EINTR). The lock belongs to the open file description: a copy of the
+/// descriptor inherited across fork holds it too, until the last copy is closed.
+pub fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: the descriptor is borrowed for the call; flock takes two ints.
+        let rc = unsafe { libc::flock(fd.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
 /// Sends `sig` to the process `pidfd` names (`pidfd_send_signal(2)`, Linux 5.1).
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: the descriptor is borrowed for the call; no siginfo (null), no flags.

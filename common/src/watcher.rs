@@ -1,50 +1,103 @@
 //! The watcher of a launch: a process started just before the wall goes up, and so outside
-//! it, that moves the objects the agent's git wrote into a linked worktree's quarantine
-//! ([`Quarantine`]) into the repository, and that sweeps, once the agent has exited, the
-//! protected paths that were absent at the start and that it created ([`sweep_absent`]).
+//! it, that sets aside what the agent puts in protected places and moves the objects the
+//! agent's git wrote into a linked worktree's quarantine ([`Quarantine`]) into the repository.
+//!
+//! What it judges is the state, not the change: at the agent's exit (and at the start, where
+//! an earlier launch's watcher did not finish) every protected path and every submodule git
+//! would enter is compared with the record of what is the user's own ([`crate::record`]),
+//! and what the record does not hold as it is is set aside. While the agent runs, an absent
+//! protected path is set aside as soon as it appears (inotify), and the submodules are judged
+//! whenever the index or one of them changes. What it cannot read or judge (an index too
+//! large, one it may not open) is hostile: set aside too.
+//!
+//! It is part of the wall: the launch waits until it reports itself ready (walled, filtered,
+//! watching, the start judged, [`Ready`]) and stops, exit 100, if it cannot; if it fails
+//! later, it ends the agent. The sweep comes first: the objects are moved by a thread of
+//! their own, on a bounded budget, so no work the agent left in the quarantine delays it.
 //!
 //! Invariants: the watcher is no child of the agent (it is detached into its own session,
 //! so no program of the agent waits for it or sees it), it holds none of the agent's
 //! descriptors but a pidfd of the agent's process and the caller's standard output and
-//! error (see [`detach`]), it drops its capabilities and sets no_new_privs first thing, it stays outside the
-//! agent's mount namespace (it is forked before it), it walls itself in to the object store
-//! and what git needs ([`wall_self`]) before it reads anything, and everything it reads from the quarantine is checked by
-//! [`crate::objects::migrate`] before anything enters the repository. The agent cannot
-//! ptrace it (Landlock forbids tracing a process outside the domain) and, from ABI 6, cannot
-//! signal it; below ABI 6, killing it leaves the objects in the quarantine for the next
-//! launch's watcher, which moves them first: nothing is lost, only delayed.
+//! error (see [`detach`]), it drops its capabilities and sets no_new_privs first thing, it
+//! stays outside the agent's mount namespace (it is forked before it), it walls itself in
+//! ([`wall_self`]) before it reads anything, and everything it reads from the quarantine is
+//! checked by [`crate::objects::migrate`] before anything enters the repository. The agent
+//! cannot ptrace it (Landlock forbids tracing a process outside the domain) and, from ABI 6,
+//! cannot signal it; below ABI 6, killing it leaves its mark in the record, and the next
+//! launch judges the worktree before its agent starts; the objects wait in the quarantine
+//! for the next launch's watcher: nothing is lost, only delayed.
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::policy::Quarantine;
 use crate::protect::{Absent, Protection};
+use crate::record::{Record, State};
 use crate::sys;
 
 /// How often the quarantine is emptied while the agent runs. A scan of an empty quarantine
 /// is one directory read.
-const PERIOD_MS: libc::c_int = 200;
+const PERIOD_MS: u64 = 200;
+
+/// How long a launch waits for its watcher to be ready.
+const READY_MS: libc::c_int = 30_000;
+
+/// What the watcher writes to say it is ready; anything else is the reason it is not.
+const READY: &[u8] = b"ready";
 
 /// Where the watcher looks for git (for packs) with its own, fixed PATH: never the agent's.
 const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
 
+/// A started watcher: the short-lived child in between (for [`sys::reap_detacher`]) and the
+/// pipe on which the watcher says it is ready ([`Ready::wait`]).
+#[derive(Debug)]
+pub struct Ready {
+    /// The detaching child.
+    pub detacher: libc::pid_t,
+    /// The read end.
+    pipe: OwnedFd,
+}
+
+impl Ready {
+    /// Reaps the detaching child and waits (up to 30 s) until the watcher says it is ready:
+    /// `Err` with its reason (or that it ended, or did not answer) otherwise. The agent must
+    /// not start before this returns `Ok`.
+    pub fn wait(self) -> Result<(), String> {
+        sys::reap_detacher(self.detacher).map_err(|e| format!("the watcher did not start: {e}"))?;
+        let mut said = Vec::new();
+        let mut buf = [0u8; 512];
+        loop {
+            match sys::wait_readable(self.pipe.as_fd(), READY_MS) {
+                Ok(true) => {}
+                Ok(false) => return Err("the watcher was not ready within 30 s".into()),
+                Err(e) => return Err(format!("waiting for the watcher: {e}")),
+            }
+            match nix::unistd::read(&self.pipe, &mut buf) {
+                Ok(0) => break,
+                Ok(n) if said.len() < 4096 => said.extend_from_slice(&buf[..n]),
+                Ok(_) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(format!("waiting for the watcher: {e}")),
+            }
+        }
+        match said.as_slice() {
+            READY => Ok(()),
+            [] => Err("the watcher ended before it was ready".into()),
+            why => Err(crate::spool::printable(&String::from_utf8_lossy(why)).into_owned()),
+        }
+    }
+}
+
 /// Steps, in order: make the quarantine if it is missing (the watcher's wall names it);
-/// take a pidfd of this process (the agent after exec); start the detached watcher. (The
-/// quarantine is checked to be a directory by [`crate::ns::enter`]; the watcher opens it
-/// without following a link.) Returns the pid of the short-lived child in between, for
-/// [`sys::reap_detacher`] before exec. Returns once the watcher runs; it moves what an earlier launch left behind at
-/// once, then what the agent writes every [`PERIOD_MS`] while it runs, and the rest when it
-/// exits.
-pub fn start(
-    q: Option<&Quarantine>,
-    protection: &Protection,
-    min_abi: u32,
-) -> io::Result<libc::pid_t> {
-    // Before the agent can change anything: what changed at or after this is its doing.
-    let since = crate::gitlinks::now_coarse();
+/// open the record and take its lock (exclusive if no other launch of the worktree runs);
+/// take a pidfd of this process (the agent after exec); make the ready pipe; start the
+/// detached watcher. (The quarantine is checked to be a directory by [`crate::ns::enter`];
+/// the watcher opens it without following a link.) Once the launch has its [`Ready`], the
+/// watcher walls itself in, judges the start and starts watching, and says so.
+pub fn start(q: Option<&Quarantine>, protection: &Protection, min_abi: u32) -> io::Result<Ready> {
     if let Some(q) = q {
         // The watcher's wall names the quarantine, so it must exist before the watcher
         // starts (the namespace step, which also makes it, comes after). Made in the
@@ -62,103 +115,325 @@ pub fn start(
             Err(e) => return Err(e.into()),
         }
     }
+    let record = match &protection.record {
+        Some(dir) => Record::open(dir, &protection.root)?,
+        None => None,
+    };
     let pidfd = sys::pidfd_self()?;
-    // The index as it is before the agent runs (git replaces it by a rename, so this stays
-    // the old one): which submodules were there at the start. Read by the watcher.
-    let index = protection.submodules.as_ref().and_then(|s| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&s.index)
-            .ok()
-    });
-    let watch = move || watch(&pidfd, q, protection, since, index, min_abi);
-    sys::spawn_detached(watch)
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let watch = move || watch(&pidfd, q, protection, record, write, min_abi);
+    let detacher = sys::spawn_detached(watch)?;
+    Ok(Ready {
+        detacher,
+        pipe: read,
+    })
 }
 
-/// The watcher's life: detach from everything of the agent's, move leftovers, wait for the
-/// agent's exit, move what it wrote. Its exit status is seen by no one (the launch has
-/// exec'd by then); failures are logged at debug level and the objects stay where they are.
+/// The watcher's life: detach from everything of the agent's, wall itself in, judge the
+/// start, say it is ready, then watch until the agent exits and judge the end. Its exit
+/// status is seen by no one (the launch has exec'd by then): a failure before it is ready is
+/// written to the ready pipe, and the launch stops.
 fn watch(
     pidfd: &OwnedFd,
     q: Option<&Quarantine>,
     protection: &Protection,
-    since: (i64, i64),
-    index: Option<fs::File>,
+    mut record: Option<Record>,
+    ready: OwnedFd,
     min_abi: u32,
 ) -> i32 {
-    // Read before anything else, and before its descriptor is closed with the others.
-    let start = protection
-        .submodules
-        .as_ref()
-        .and_then(|s| crate::gitlinks::at_start(index, &s.index, since));
+    let fail = |ready: OwnedFd, why: String| {
+        if let Err(e) = nix::unistd::write(&ready, why.as_bytes()) {
+            log::debug!("watcher: saying why it is not ready: {e}");
+        }
+        1
+    };
     // Forked before the launch drops its capabilities: the watcher drops its own, and can
     // gain none by exec (it execs only git, for packs).
     if let Err(e) = crate::caps::drop_all() {
-        log::debug!("quarantine watcher: {e}");
-        return 1;
+        return fail(
+            ready,
+            format!("the watcher could not drop its capabilities: {e}"),
+        );
     }
     if let Err(e) = nix::sys::prctl::set_no_new_privs() {
-        log::debug!("quarantine watcher: no_new_privs: {e}");
-        return 1;
+        return fail(
+            ready,
+            format!("the watcher could not set no_new_privs: {e}"),
+        );
     }
-    if let Err(e) = detach(pidfd) {
-        log::debug!("quarantine watcher: {e}");
-        return 1;
+    let mut keep = vec![pidfd.as_raw_fd(), ready.as_raw_fd()];
+    keep.extend(record.iter().flat_map(Record::fds));
+    if let Err(e) = detach(&keep) {
+        return fail(ready, format!("the watcher could not detach: {e}"));
     }
-    // Its own wall: it parses what the agent wrote (zlib streams, packs through git), so a
-    // flaw there must not reach beyond the object store. Without it, it does nothing: the
-    // objects wait in the quarantine for a watcher that can wall itself.
-    let enforced = match wall_self(q, protection, min_abi) {
+    // Its own wall: it parses what the agent wrote (the index, zlib streams, packs through
+    // git), so a flaw there must not reach beyond what it must write.
+    let record_dir = record.as_ref().map(|r| r.path().to_path_buf());
+    let enforced = match wall_self(q, protection, record_dir.as_deref(), min_abi) {
         Ok(enforced) => enforced,
-        Err(e) => {
-            log::debug!("quarantine watcher: its own wall: {e}");
-            return 1;
-        }
+        Err(e) => return fail(ready, format!("the watcher could not wall itself in: {e}")),
     };
-    // It parses what the agent wrote: the agent's filter too, so that a watcher taken over
-    // by a crafted object still reaches no server outside through a Unix socket.
+    // The agent's filter too, so that a watcher taken over by a crafted object still
+    // reaches no server outside through a Unix socket.
     let refuse = crate::seccomp::Refuse {
         unix_sockets: enforced.unix == crate::wall::UnixGuard::Seccomp,
         mptcp: false,
         setgid: nix::unistd::geteuid().is_root(),
     };
     if let Err(e) = crate::seccomp::install(refuse) {
-        log::debug!("quarantine watcher: its seccomp filter: {e}");
+        return fail(
+            ready,
+            format!("the watcher could not install its filter: {e}"),
+        );
+    }
+    let judged = crate::record::judged(protection);
+    let subs = protection.submodules.as_ref();
+    // Without inotify the protected paths could not be set aside as they appear.
+    let mut notify = None;
+    if !protection.absent.is_empty() || subs.is_some() {
+        match Notify::new().and_then(|mut n| {
+            n.watch(&protection.absent)?;
+            if let Some(subs) = subs {
+                n.watch_submodules(subs)?;
+            }
+            Ok(n)
+        }) {
+            Ok(n) => notify = Some(n),
+            Err(e) => return fail(ready, format!("the watcher could not watch the protected paths (inotify: {e}); if inotify's limits are reached (fs.inotify.max_user_instances, max_user_watches), raise them")),
+        }
+    }
+    let mut swept = Sweep::default();
+    let basis = match start_basis(&judged, subs, record.as_mut(), &mut swept) {
+        Ok(basis) => basis,
+        Err(e) => {
+            return fail(
+                ready,
+                format!("the watcher could not judge the worktree: {e}"),
+            )
+        }
+    };
+    // What was set aside before the agent ran: said now, while the terminal is the user's.
+    report(&std::mem::take(&mut swept.lines));
+    if let Err(e) = nix::unistd::write(&ready, READY) {
+        log::debug!("watcher: saying it is ready: {e}");
         return 1;
     }
+    drop(ready);
     // Loose objects need no git; packs wait for a machine that has one.
     let git = GIT_CANDIDATES
         .iter()
         .map(Path::new)
         .find(|p| p.is_file())
         .unwrap_or(Path::new("/nonexistent/git"));
-    run(q, git, pidfd, protection, since, start.as_deref())
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        // The objects on a thread of their own (it inherits the wall and the filter): no
+        // work in the quarantine delays a sweep.
+        let mover = q.map(|q| scope.spawn(|| move_objects(q, git, &done)));
+        run(pidfd, protection, &judged, &basis, notify, &mut swept);
+        report(&swept.lines);
+        if let Some(r) = record.as_mut() {
+            // Everything set aside that had to be: this launch leaves no mark behind.
+            if swept.failed {
+                log::debug!("watcher: something could not be set aside; the mark stays");
+            } else if let Err(e) = r.unmark() {
+                log::debug!("watcher: {e}");
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+        if let Some(m) = mover {
+            if m.join().is_err() {
+                log::debug!("watcher: the objects' thread panicked");
+            }
+        }
+    });
+    0
 }
 
-/// Says on stderr what the sweep removed (nothing when nothing appeared).
+/// What the sweeps set aside, and whether any failed.
+#[derive(Debug, Default)]
+struct Sweep {
+    /// One line for each path set aside or that could not be.
+    lines: Vec<String>,
+    /// Whether one could not be.
+    failed: bool,
+}
+
+impl Sweep {
+    fn add(&mut self, lines: Vec<(String, bool)>) {
+        for (line, ok) in lines {
+            self.failed |= !ok;
+            self.lines.push(line);
+        }
+    }
+}
+
+/// The basis the end is judged against, before the agent runs. With a record: if no other
+/// launch of the worktree runs (the lock is exclusive) and none left a mark, what is there
+/// now is the user's own, and is written down; if one left a mark, the record stands and
+/// what differs from it is set aside now; if others run, the record stands. Without one (no
+/// place for it, or none yet), what is there now.
+fn start_basis(
+    judged: &[Absent],
+    subs: Option<&crate::protect::Submodules>,
+    record: Option<&mut Record>,
+    swept: &mut Sweep,
+) -> io::Result<State> {
+    let now = state_now(judged, subs, swept);
+    let Some(record) = record else {
+        return Ok(now);
+    };
+    record.mark()?;
+    let saved = record.load();
+    let basis = match (record.exclusive, saved) {
+        (true, Some(saved)) => {
+            let left = record.others()?;
+            if left.is_empty() {
+                if saved != now {
+                    record.save(&now)?;
+                }
+                now
+            } else {
+                // An earlier launch did not finish: what it may have left is judged now.
+                let before = swept.failed;
+                swept.add(judge(&now, &saved, judged, subs));
+                if swept.failed == before {
+                    record.forget(&left)?;
+                }
+                saved
+            }
+        }
+        (true, None) => {
+            record.save(&now)?;
+            now
+        }
+        (false, Some(saved)) => saved,
+        (false, None) => now,
+    };
+    record.share()?;
+    Ok(basis)
+}
+
+/// [`State::now`], what cannot be judged set aside first: a protected path it cannot look
+/// at, an index it cannot read whole (git rebuilds one from the tree: `git reset`).
+fn state_now(
+    judged: &[Absent],
+    subs: Option<&crate::protect::Submodules>,
+    swept: &mut Sweep,
+) -> State {
+    match State::now(judged, subs) {
+        Ok((state, unjudged)) => {
+            for u in unjudged {
+                let a = judged.iter().find(|a| a.path == u.path);
+                if let Some(a) = a {
+                    swept.add(vec![aside_line(a, Some(&u.error))]);
+                }
+            }
+            state
+        }
+        Err(u) => {
+            swept.add(vec![index_aside(&u.path, &u.error)]);
+            // Gone now, or said loudly: the paths once more, with no submodules (git enters
+            // none without an index).
+            match State::now(judged, None) {
+                Ok((state, _)) => state,
+                Err(_) => State::default(),
+            }
+        }
+    }
+}
+
+/// Sets aside what `now` holds that `basis` does not hold as it is: protected paths (or the
+/// link on the way to one), and the `.git` of submodules. A line for each, with whether it
+/// was set aside.
+fn judge(
+    now: &State,
+    basis: &State,
+    judged: &[Absent],
+    subs: Option<&crate::protect::Submodules>,
+) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for path in now.paths_not_in(basis) {
+        if let Some(a) = judged.iter().find(|a| a.path == *path) {
+            out.push(aside_line(a, None));
+        }
+    }
+    if let Some(subs) = subs {
+        for rel in now.submodules.not_in(&basis.submodules) {
+            out.extend(submodule_aside(subs, &rel));
+        }
+    }
+    out
+}
+
+/// Sets `a` (or the link on the way to it) aside; the line says so, or why not.
+fn aside_line(a: &Absent, unjudged: Option<&io::Error>) -> (String, bool) {
+    match set_aside_restoring_modes(a) {
+        Ok(Some(s)) => (
+            match unjudged {
+                Some(e) => format!("{s} (it could not be looked at: {e})"),
+                None => s.to_string(),
+            },
+            true,
+        ),
+        Ok(None) => (String::new(), true),
+        Err(e) => (
+            format!(
+                "could not check or set aside the protected path {} ({}): {e}; if it exists now, the agent may have made it: look before you run anything there",
+                a.path.display(),
+                a.reason
+            ),
+            false,
+        ),
+    }
+}
+
+/// Sets the index at `index` aside: git would read it, this could not.
+fn index_aside(index: &Path, e: &io::Error) -> (String, bool) {
+    let a = Absent {
+        path: index.to_path_buf(),
+        base: index.parent().unwrap_or(index).to_path_buf(),
+        reason: "".into(),
+    };
+    match set_aside_restoring_modes(&a) {
+        Ok(Some(s)) => (
+            format!(
+                "the index {} could not be read ({e}): moved aside to {}, so that git enters no submodule the agent may have made; look at `git diff --submodule HEAD`, then `git reset` rebuilds it from the tree",
+                index.display(),
+                s.aside.display()
+            ),
+            true,
+        ),
+        Ok(None) => (String::new(), true),
+        Err(e2) => (
+            format!(
+                "the index {} could not be read ({e}) nor set aside ({e2}): a submodule the agent made would run its config and hooks on your next `git status`; look with `git diff --submodule` first",
+                index.display()
+            ),
+            false,
+        ),
+    }
+}
+
+/// Says on stderr what the sweep set aside (nothing when nothing was).
 fn report(lines: &[String]) {
-    for line in lines {
+    for line in lines.iter().filter(|l| !l.is_empty()) {
         eprintln!("landwall: {}", crate::spool::printable(line));
     }
 }
 
-/// While the agent runs: the quarantine emptied every [`PERIOD_MS`], and each absent
-/// protected path set aside as soon as it appears (inotify on the directories it would
-/// appear in), so that a program outside the wall that runs in the worktree meanwhile, or
-/// right after the agent exits, does not meet it. Then, once the agent has exited, the
-/// sweep once more, the report, and the last objects.
-fn run(
-    q: Option<&Quarantine>,
-    git: &Path,
-    pidfd: &OwnedFd,
-    protection: &Protection,
-    since: (i64, i64),
-    start: Option<&[PathBuf]>,
-) -> i32 {
-    let sweep = protection.absent.as_slice();
-    let once = |q: &Quarantine, when: &str, prune: bool| match crate::objects::migrate(
-        &q.dir, &q.objects, git, prune,
+/// The objects' thread: the quarantine emptied every [`PERIOD_MS`] while the agent runs,
+/// then once more, with empty directories pruned, once `done` is set; all on one budget
+/// ([`crate::objects::Budget`]), so a quarantine the agent filled with work costs a bounded
+/// time per launch.
+fn move_objects(q: &Quarantine, git: &Path, done: &AtomicBool) {
+    let mut budget = crate::objects::Budget::per_launch();
+    let mut once = |when: &str, prune: bool| match crate::objects::migrate(
+        &q.dir,
+        &q.objects,
+        git,
+        prune,
+        &mut budget,
     ) {
         Ok(m) => {
             for r in &m.rejected {
@@ -167,69 +442,78 @@ fn run(
         }
         Err(e) => log::debug!("quarantine {}: {when}: {e}", q.dir.display()),
     };
-    // Without inotify (its limits reached) the sweep waits for the agent's exit.
-    let subs = protection.submodules.as_ref();
-    let mut notify = if sweep.is_empty() && subs.is_none() {
-        None
-    } else {
-        match Notify::new() {
-            Ok(n) => Some(n),
-            Err(e) => {
-                log::debug!("watcher: inotify: {e}");
-                None
+    while !done.load(Ordering::SeqCst) {
+        once("while the agent runs", false);
+        for _ in 0..PERIOD_MS / 20 {
+            if done.load(Ordering::SeqCst) {
+                break;
             }
-        }
-    };
-    let mut swept = Vec::new();
-    if let Some(n) = &mut notify {
-        n.watch(sweep);
-        // What appeared before the watches were set.
-        swept.extend(sweep_absent(sweep));
-        // (The submodules are looked at when the index or one of them changes, and at the
-        // exit: not now, when the agent has not run yet, which would read the index twice.)
-        if let Some(subs) = subs {
-            n.watch_submodules(subs);
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    // The report waits for the agent's exit: the agent's terminal is its own until then.
+    once("after the agent", true);
+}
+
+/// While the agent runs: each absent protected path set aside as soon as it appears
+/// (inotify on the directories it would appear in), and the submodules judged whenever the
+/// index or one of them changes, so that a program outside the wall that runs in the
+/// worktree meanwhile does not meet them. Then, once the agent has exited, the end judged
+/// against `basis`. If watching fails while the agent runs, the agent is ended.
+fn run(
+    pidfd: &OwnedFd,
+    protection: &Protection,
+    judged: &[Absent],
+    basis: &State,
+    mut notify: Option<Notify>,
+    swept: &mut Sweep,
+) {
+    let sweep = protection.absent.as_slice();
+    let subs = protection.submodules.as_ref();
+    // What appeared between the start's look and the watches.
+    swept.add(sweep_absent(sweep));
     loop {
-        if let Some(q) = q {
-            once(q, "while the agent runs", false);
-        }
-        let timeout = if q.is_some() { PERIOD_MS } else { -1 };
-        let (exited, changed) = match wait_either(pidfd, notify.as_ref(), timeout) {
+        let (exited, changed) = match wait_either(pidfd, notify.as_ref()) {
             Ok(ready) => ready,
             Err(e) => {
-                log::debug!("watcher: waiting for the agent: {e}");
-                (true, true)
+                end_agent(pidfd, &format!("waiting for the agent: {e}"), swept);
+                (true, false)
             }
         };
-        if changed {
-            if let Some(n) = &mut notify {
-                let submodules_moved = n.drain();
-                swept.extend(sweep_absent(sweep));
-                // A directory on the way may have appeared: watch it too.
-                n.watch(sweep);
-                if let (true, Some(subs)) = (submodules_moved, subs) {
-                    swept.extend(sweep_submodules(subs, start, since));
-                    n.watch_submodules(subs);
+        if let (true, Some(n)) = (changed, &mut notify) {
+            let submodules_moved = n.drain();
+            swept.add(sweep_absent(sweep));
+            // A directory on the way may have appeared: watch it too.
+            let mut watched = n.watch(sweep);
+            if let (true, Some(subs)) = (submodules_moved, subs) {
+                let now = state_now(&[], Some(subs), swept);
+                for rel in now.submodules.not_in(&basis.submodules) {
+                    swept.add(submodule_aside(subs, &rel));
                 }
+                watched = watched.and_then(|()| n.watch_submodules(subs));
+            }
+            if let Err(e) = watched {
+                end_agent(pidfd, &format!("inotify: {e}"), swept);
             }
         }
         if exited {
             break;
         }
     }
-    // The sweep first: it is what a command run right after the agent must not meet.
-    swept.extend(sweep_absent(sweep));
-    if let Some(subs) = subs {
-        swept.extend(sweep_submodules(subs, start, since));
-    }
-    report(&swept);
-    if let Some(q) = q {
-        once(q, "after the agent", true);
-    }
-    0
+    // The end, judged whole: the sweep first, since it is what a command run right after
+    // the agent must not meet.
+    swept.add(sweep_absent(sweep));
+    let now = state_now(judged, subs, swept);
+    swept.add(judge(&now, basis, judged, subs));
+}
+
+/// Ends the agent: the watcher can no longer do its job.
+fn end_agent(pidfd: &OwnedFd, why: &str, swept: &mut Sweep) {
+    let ended = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+    swept.failed = true;
+    swept.lines.push(match ended {
+        Ok(()) => format!("the watcher could no longer watch ({why}): the agent was ended"),
+        Err(e) => format!("the watcher could no longer watch ({why}), and could not end the agent ({e}): look at the worktree's protected paths"),
+    });
 }
 
 /// An inotify instance on the directories where absent protected paths would appear, and
@@ -255,7 +539,7 @@ impl Notify {
 
     /// Watches the index's directory, and each submodule of the index: its directory (a
     /// `.git` made there), its git dir and its hooks (anything written or renamed there).
-    fn watch_submodules(&mut self, subs: &crate::protect::Submodules) {
+    fn watch_submodules(&mut self, subs: &crate::protect::Submodules) -> io::Result<()> {
         use nix::sys::inotify::AddWatchFlags;
         let dir_mask = AddWatchFlags::IN_CREATE
             | AddWatchFlags::IN_MOVED_TO
@@ -264,18 +548,18 @@ impl Notify {
             | AddWatchFlags::IN_ONLYDIR
             | AddWatchFlags::IN_DONT_FOLLOW;
         if let Some(dir) = subs.index.parent() {
-            match self.inotify.add_watch(
+            let wd = self.inotify.add_watch(
                 dir,
                 AddWatchFlags::IN_MOVED_TO
                     | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_ATTRIB
                     | AddWatchFlags::IN_ONLYDIR,
-            ) {
-                Ok(wd) => self.index_dir = Some(wd),
-                Err(e) => log::debug!("watcher: watching {}: {e}", dir.display()),
-            }
+            )?;
+            self.index_dir = Some(wd);
         }
+        // An index that cannot be read is judged (and set aside) by the caller.
         let Ok(links) = crate::gitlinks::gitlinks(&subs.index) else {
-            return;
+            return Ok(());
         };
         for rel in links {
             let sub = subs.root.join(&rel);
@@ -285,16 +569,22 @@ impl Notify {
                 dirs.push(g);
             }
             for d in dirs {
-                if let Ok(wd) = self.inotify.add_watch(&d, dir_mask) {
-                    self.submodule_dirs.insert(wd);
+                match self.inotify.add_watch(&d, dir_mask) {
+                    Ok(wd) => {
+                        self.submodule_dirs.insert(wd);
+                    }
+                    // Not there (not populated, no hooks): nothing to watch in it.
+                    Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
+                    Err(e) => return Err(e.into()),
                 }
             }
         }
+        Ok(())
     }
 
     /// Watches, for each absent path, the nearest directory on the way that exists (a
     /// directory already watched is watched once).
-    fn watch(&self, sweep: &[Absent]) {
+    fn watch(&self, sweep: &[Absent]) -> io::Result<()> {
         use nix::sys::inotify::AddWatchFlags;
         let mask = AddWatchFlags::IN_CREATE
             | AddWatchFlags::IN_MOVED_TO
@@ -302,11 +592,15 @@ impl Notify {
             | AddWatchFlags::IN_DONT_FOLLOW;
         for a in sweep {
             if let Some(dir) = nearest_existing_dir(a) {
-                if let Err(e) = self.inotify.add_watch(&dir, mask) {
-                    log::debug!("watcher: watching {}: {e}", dir.display());
+                match self.inotify.add_watch(&dir, mask) {
+                    Ok(_) => {}
+                    // Gone or replaced meanwhile: the next event or the exit looks again.
+                    Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
+                    Err(e) => return Err(e.into()),
                 }
             }
         }
+        Ok(())
     }
 
     /// Reads every pending event. Returns whether one concerns the submodules (the index
@@ -336,21 +630,15 @@ impl Notify {
     }
 }
 
-/// Waits for the agent's exit (its pidfd) or an inotify event, up to `timeout_ms` (-1:
-/// without end). Returns (exited, changed).
-fn wait_either(
-    pidfd: &OwnedFd,
-    notify: Option<&Notify>,
-    timeout_ms: libc::c_int,
-) -> io::Result<(bool, bool)> {
+/// Waits for the agent's exit (its pidfd) or an inotify event. Returns (exited, changed).
+fn wait_either(pidfd: &OwnedFd, notify: Option<&Notify>) -> io::Result<(bool, bool)> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
     if let Some(n) = notify {
         fds.push(PollFd::new(n.inotify.as_fd(), PollFlags::POLLIN));
     }
-    let timeout = PollTimeout::try_from(timeout_ms).unwrap_or(PollTimeout::NONE);
     loop {
-        match poll(&mut fds, timeout) {
+        match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => break,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
@@ -362,16 +650,28 @@ fn wait_either(
 
 /// The watcher's own Landlock wall: the quarantine and the real store read-write; what git
 /// needs to run (the system's programs and libraries, `/etc`, `/proc` for the store's
-/// descriptor path it is given) read-only; `/dev/null`. Nothing of the worktree, `$HOME` or
-/// `/tmp`. Fully enforced at `min_abi` (the launch's own minimum) or above, or an error.
+/// descriptor path it is given) read-only; `/dev/null`; the record directory read-write;
+/// where protected paths are set aside (the nearest directory on the way to each), and the
+/// worktree and git dirs the submodules' check reads. Nothing else of `$HOME`, nor `/tmp`.
+/// Fully enforced at `min_abi` (the launch's own minimum) or above, or an error.
 pub fn wall_self(
     q: Option<&Quarantine>,
     protection: &Protection,
+    record: Option<&Path>,
     min_abi: u32,
 ) -> Result<crate::wall::Enforced, crate::wall::WallError> {
-    let sweep = protection.absent.as_slice();
+    let judged = crate::record::judged(protection);
+    let sweep = judged.as_slice();
     use crate::policy::{Access, Rule};
     let mut rules: Vec<Rule> = Vec::new();
+    if let Some(dir) = record {
+        rules.push(Rule {
+            path: dir.to_path_buf(),
+            access: Access::ReadWrite,
+            is_dir: true,
+            reason: "the record of what is the user's own".into(),
+        });
+    }
     // Real paths already: opened without following any symlink.
     for path in q.iter().flat_map(|q| [&q.dir, &q.objects]) {
         if path.is_dir() {
@@ -389,7 +689,10 @@ pub fn wall_self(
         let Some(dir) = nearest_existing_dir(a) else {
             continue;
         };
-        if !rules.iter().any(|r| dir.starts_with(&r.path)) {
+        if !rules
+            .iter()
+            .any(|r| dir.starts_with(&r.path) && r.access.writes())
+        {
             rules.retain(|r| !r.path.starts_with(&dir));
             rules.push(Rule {
                 path: dir,
@@ -451,20 +754,26 @@ pub fn wall_self(
     crate::wall::restrict_rules(&rules, min_abi)
 }
 
-/// Standard input onto /dev/null, every descriptor above 2 but `keep` closed, cwd `/`.
-/// Standard output and error are kept until the watcher exits, on purpose: a caller that
-/// waits for the end of the agent's output (a pipeline, `$(…)`, a test harness) then gets
-/// it only once the last objects are in the repository, so the commits an agent made just
-/// before exiting are there when the caller looks. Nothing is written to them.
-fn detach(keep: &OwnedFd) -> io::Result<()> {
+/// Standard input onto /dev/null, every descriptor above 2 but those in `keep` closed, cwd
+/// `/`. Standard output and error are kept until the watcher exits, on purpose: a caller
+/// that waits for the end of the agent's output (a pipeline, `$(…)`, a test harness) then
+/// gets it only once the last objects are in the repository, so the commits an agent made
+/// just before exiting are there when the caller looks. Only the sweep's report is written
+/// to them.
+fn detach(keep: &[RawFd]) -> io::Result<()> {
     let null = fs::File::open("/dev/null")?;
     nix::unistd::dup2_stdin(&null)?;
     drop(null);
-    let k = keep.as_raw_fd();
-    if k > 3 {
-        sys::close_range(3, k - 1)?;
+    let mut keep = keep.to_vec();
+    keep.sort_unstable();
+    let mut from = 3;
+    for k in keep.into_iter().filter(|&k| k >= 3) {
+        if k > from {
+            sys::close_range(from, k - 1)?;
+        }
+        from = k + 1;
     }
-    sys::close_range(k + 1, i32::MAX)?;
+    sys::close_range(from, i32::MAX)?;
     std::env::set_current_dir("/")
 }
 
@@ -487,68 +796,33 @@ fn nearest_existing_dir(a: &Absent) -> Option<std::path::PathBuf> {
     Some(at)
 }
 
-/// Sets aside the `.git` of each submodule the agent made or changed since `since` (see
-/// [`crate::gitlinks`]): git then takes the submodule for one not checked out, and enters
-/// it no more. One line for each, and for a failure.
-fn sweep_submodules(
-    subs: &crate::protect::Submodules,
-    start: Option<&[PathBuf]>,
-    since: (i64, i64),
-) -> Vec<String> {
-    let changed = match crate::gitlinks::suspects(&subs.root, &subs.index, start, since) {
-        Ok(c) => c,
-        // An index too large or unreadable here: said (git may not read it either).
-        Err(e) if e.kind() != io::ErrorKind::InvalidData => {
-            return vec![format!(
-                "could not read the index {} ({e}): a submodule the agent added or changed would run its config and hooks on your next `git status`; look with `git diff --submodule` first",
-                subs.index.display()
-            )]
-        }
-        // An index git would read but this cannot (the agent may have shaped it so): set
-        // aside, so that git enters no submodule on your next `git status`.
-        Err(e) => {
-            let a = Absent {
-                path: subs.index.clone(),
-                base: subs.index.parent().unwrap_or(&subs.index).to_path_buf(),
-                reason: "".into(),
-            };
-            let result = set_aside_restoring_modes(&a);
-            return vec![match result {
-                Ok(Some(s)) => format!(
-                    "the index {} could not be read ({e}): moved aside to {}, so that git enters no submodule the agent may have made; look at `git diff --submodule HEAD`, then `git reset` rebuilds it",
-                    subs.index.display(),
-                    s.aside.display()
-                ),
-                Ok(None) => return Vec::new(),
-                Err(e2) => format!(
-                    "the index {} could not be read ({e}) nor set aside ({e2}): a submodule the agent made would run its config and hooks on your next `git status`; look with `git diff --submodule` first",
-                    subs.index.display()
-                ),
-            }];
-        }
+/// Sets aside the `.git` of the submodule `rel`, which the user's record does not hold as it
+/// is: git then takes it for one not checked out, and enters it no more. One line, with
+/// whether it was set aside (none if it is gone).
+fn submodule_aside(subs: &crate::protect::Submodules, rel: &Path) -> Vec<(String, bool)> {
+    let a = Absent {
+        path: subs.root.join(rel).join(".git"),
+        base: subs.root.clone(),
+        reason: "".into(),
     };
-    let mut out = Vec::new();
-    for rel in changed {
-        let a = Absent {
-            path: subs.root.join(&rel).join(".git"),
-            base: subs.root.clone(),
-            reason: "".into(),
-        };
-        let result = set_aside_restoring_modes(&a);
-        out.push(match result {
-            Ok(Some(s)) => format!(
-                "the submodule {} was made or changed while the agent ran (your next `git status` would run its config and hooks): its .git moved aside to {}; look at it, then move it back or run `git submodule update --init`",
+    match set_aside_restoring_modes(&a) {
+        Ok(Some(s)) => vec![(
+            format!(
+                "the submodule {} is not one you had (your next `git status` would run its config and hooks): its .git moved aside to {}; look at it, then move it back outside the wall or run `git submodule update --init`",
                 rel.display(),
                 s.aside.display()
             ),
-            Ok(None) => continue,
-            Err(e) => format!(
-                "the submodule {} was made or changed while the agent ran, and its .git could not be set aside ({e}): your next `git status` would run its config and hooks; look at it first",
+            true,
+        )],
+        Ok(None) => Vec::new(),
+        Err(e) => vec![(
+            format!(
+                "the submodule {} is not one you had, and its .git could not be set aside ({e}): your next `git status` would run its config and hooks; look at it first",
                 rel.display()
             ),
-        });
+            false,
+        )],
     }
-    out
 }
 
 /// A protected path the sweep found and set aside.
@@ -594,21 +868,11 @@ impl std::fmt::Display for Swept {
 /// its effect and loses nothing.
 /// Returns a line for each path set aside, and for each that could not be (said, not
 /// only logged: what could not be set aside may run outside the wall).
-pub fn sweep_absent(list: &[Absent]) -> Vec<String> {
-    let mut out = Vec::new();
-    for a in list {
-        let result = set_aside_restoring_modes(a);
-        match result {
-            Ok(Some(s)) => out.push(s.to_string()),
-            Ok(None) => {}
-            Err(e) => out.push(format!(
-                "could not check or set aside the protected path {} ({}): {e}; if it exists now, the agent may have made it: look before you run anything there",
-                a.path.display(),
-                a.reason
-            )),
-        }
-    }
-    out
+pub fn sweep_absent(list: &[Absent]) -> Vec<(String, bool)> {
+    list.iter()
+        .map(|a| aside_line(a, None))
+        .filter(|(line, _)| !line.is_empty())
+        .collect()
 }
 
 /// [`sweep_one`], then the modes the agent gave the directories on the way, as they were.

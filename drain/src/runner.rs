@@ -171,6 +171,8 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
     policy.protection.absent.clear();
     // Likewise the submodules the job made or changed: the daemon looks at them too.
     policy.protection.submodules = None;
+    // And so the daemon, not a record, is what judges the job's end.
+    policy.protection.record = None;
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
         allow.extend(config.agent(&args.agent).env_allow.iter().cloned());

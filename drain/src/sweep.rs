@@ -119,12 +119,13 @@ pub struct Snapshot {
     held: Vec<Item>,
     /// Those that did not, with the name the result gives them.
     absent: Vec<(Absent, String)>,
-    /// Where the worktree's submodules are listed, and when the snapshot was taken: a
-    /// submodule made or changed since is set aside after the job ([`landwall::gitlinks`]).
+    /// Where the worktree's submodules are listed: after the job, every submodule git would
+    /// enter that was not there as it is before the job is set aside
+    /// ([`landwall::gitlinks`]), whatever the index said.
     submodules: Option<protect::Submodules>,
-    since: (i64, i64),
-    /// The submodules of the index before the job (`None`: its index could not be read).
-    start_links: Option<Vec<PathBuf>>,
+    /// The submodules git would enter before the job (none where the index could not be
+    /// read: then every one after it is set aside).
+    basis: landwall::gitlinks::Populated,
 }
 
 /// How much a snapshot holds so far.
@@ -203,17 +204,16 @@ impl Snapshot {
             .iter()
             .map(|a| (a.clone(), shown(worktree, &a.path)))
             .collect();
-        let since = landwall::gitlinks::now_coarse();
-        let start_links = match &protection.submodules {
-            Some(subs) => landwall::gitlinks::gitlinks(&subs.index).ok(),
-            None => Some(Vec::new()),
-        };
+        let basis = protection
+            .submodules
+            .as_ref()
+            .and_then(|subs| landwall::gitlinks::populated(&subs.root, &subs.index).ok())
+            .unwrap_or_default();
         Ok(Snapshot {
             held,
             absent,
             submodules: protection.submodules.clone(),
-            since,
-            start_links,
+            basis,
         })
     }
 
@@ -240,34 +240,24 @@ impl Snapshot {
             sweep_absent(a, shown, &mut out);
         }
         if let Some(subs) = &self.submodules {
-            sweep_submodules(subs, self.start_links.as_deref(), self.since, &mut out);
+            sweep_submodules(subs, &self.basis, &mut out);
         }
         out
     }
 }
 
-/// Sets aside the `.git` of each submodule the job made or changed since `since`: renamed
-/// in its directory (opened without following a link), never over anything. Git then takes
-/// the submodule for one not checked out and enters it no more.
+/// Sets aside the `.git` of each submodule git would enter that `basis` (before the job)
+/// does not hold as it is: renamed in its directory (opened without following a link),
+/// never over anything. Git then takes the submodule for one not checked out and enters it
+/// no more. An index that cannot be read whole is set aside (git may read it; it rebuilds
+/// one from the tree with `git reset`).
 fn sweep_submodules(
     subs: &protect::Submodules,
-    start: Option<&[PathBuf]>,
-    since: (i64, i64),
+    basis: &landwall::gitlinks::Populated,
     out: &mut Vec<Found>,
 ) {
-    let changed = match landwall::gitlinks::suspects(&subs.root, &subs.index, start, since) {
-        Ok(c) => c,
-        // An index too large or unreadable here: said, not restored.
-        Err(e) if e.kind() != io::ErrorKind::InvalidData => {
-            out.push(Found {
-                path: ".git/index".into(),
-                what: What::Changed,
-                restored: Err(format!("its submodules could not be read: {e}")),
-            });
-            return;
-        }
-        // An index git would read but this cannot: set aside, so that git enters no
-        // submodule the job may have made.
+    let changed = match landwall::gitlinks::populated(&subs.root, &subs.index) {
+        Ok(now) => now.not_in(basis),
         Err(e) => {
             let (aside, moved) = match rename_to(&subs.index) {
                 Ok(aside) => (aside, Ok(())),

@@ -144,6 +144,7 @@ fn main() {
             if let Err(e) = landwall::watcher::wall_self(
                 Some(&q),
                 &Default::default(),
+                None,
                 landwall::config::DEFAULT_MIN_ABI,
             ) {
                 eprintln!("lw-helper: watcher-wall: {e}");
