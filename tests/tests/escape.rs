@@ -116,15 +116,6 @@ impl Scene {
         c
     }
 
-    /// The attempt as the agent, behind the shim, where the private mount namespace is
-    /// refused (as by a security module or a container): the protected paths are then
-    /// writable, so this is how an earlier launch could have rewritten a `.git` file.
-    fn walled_unprotected(&self, attempt: &[OsString]) -> Command {
-        let mut c = self.cmd(landwall_e2e::helper());
-        c.args(["nounshare", "--"]).arg(self.shim()).args(attempt);
-        c
-    }
-
     /// The same attempt outside the wall.
     fn control(&self, attempt: &[OsString]) -> Command {
         let mut c = self.cmd(&attempt[0]);
@@ -1789,23 +1780,18 @@ fn scene_linked(scene: &Scene, linked_rel: &str) -> (PathBuf, PathBuf) {
     (main, linked)
 }
 
-/// The first launch: `script` under `sh -c` as the agent in `dir`; its marker is removed so
-/// that the next launch's can be told apart.
-/// The planting launch runs with the most an agent could ever have had: an open home
-/// (`home = "open"`, the default before `private`), so that what it leaves in `$HOME` is
-/// what the next launch, under the default, must not trust; and no private mount namespace
-/// (refused), so that the protected paths (`.git`) are writable to it.
+/// What an earlier launch could have left: `script` under `sh -c` in `dir`, run outside the
+/// wall as the same user. A walled launch's own leavings in protected places are set aside
+/// when it exits (its end is judged), so this stands for what the sweep did not see (its
+/// watcher killed below ABI 6, `home = "open"` with no record, or what was there before
+/// landwall): the next launch, under the default, must not trust it.
 fn plant(scene: &Scene, dir: &Path, script: &str) {
-    let open = scene.sb.root.join("open-home.toml");
-    std::fs::write(&open, "home = \"open\"\n").expect("write config");
     let out = output(
         scene
-            .walled_unprotected(&[os("/bin/sh"), os("-c"), os(script)])
-            .current_dir(dir)
-            .env("LANDWALL_CONFIG", &open),
+            .control(&[os("/bin/sh"), os("-c"), os(script)])
+            .current_dir(dir),
     );
     assert!(out.status.success(), "planting: {}", describe(&out));
-    std::fs::remove_file(dir.join("marker")).expect("the planting launch ran");
 }
 
 /// The next launch in `dir` must refuse before the agent starts, with status 78 and one
@@ -1855,20 +1841,13 @@ fn gitdir_elsewhere(who: Who, target: impl FnOnce(&Scene) -> PathBuf, cfg: Optio
         c
     };
     let planted = target.join(format!("planted-{}", tag(&scene)));
-    // Planted where the namespace is refused (the `.git` file is protected otherwise).
-    let out = output(
-        with_cfg(scene.walled_unprotected(&[
-            os("/bin/sh"),
-            os("-c"),
-            os(format!(
-                "printf 'gitdir: %s\\n' '{}' > .git",
-                target.display()
-            )),
-        ]))
-        .current_dir(&linked),
+    // Planted as an earlier launch could have left it where its sweep did not run (the
+    // `.git` file is protected, and a rewrite of it set aside at the exit, otherwise).
+    plant(
+        &scene,
+        &linked,
+        &format!("printf 'gitdir: %s\\n' '{}' > .git", target.display()),
     );
-    assert!(out.status.success(), "planting: {}", describe(&out));
-    std::fs::remove_file(linked.join("marker")).expect("planting ran");
     assert_eq!(
         read(&linked.join(".git")),
         format!("gitdir: {}\n", target.display())
@@ -2142,6 +2121,7 @@ fn quarantine_forgery(who: Who) {
         ),
     );
     assert!(forged.exists(), "the agent could not write its quarantine");
+    let forgery = std::fs::read(&forged).expect("read the forgery");
     // Any launch's watcher, and the next one's, looks at it: a second launch to be sure.
     let out = output(scene.walled(&[os("/bin/true")]).current_dir(&linked));
     assert!(out.status.success(), "{}", describe(&out));
@@ -2154,7 +2134,7 @@ fn quarantine_forgery(who: Who) {
         .git_root(&main, &["fsck", "--strict", "--no-progress"]);
     // The control: the same bytes put in place outside the wall poison git's answer.
     std::fs::remove_file(&path).expect("rm");
-    std::fs::copy(&forged, &path).expect("copy");
+    std::fs::write(&path, &forgery).expect("write");
     let show = scene.sb.git_root(&main, &["cat-file", "-p", &id]);
     assert_eq!(
         stdout(&show),

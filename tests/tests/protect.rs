@@ -1253,7 +1253,9 @@ fn namespace_refused(who: Who, layout: Layout) {
         "{}",
         describe(&out)
     );
-    // Refused, not required: said, and the rewrite gets through.
+    // Refused, not required: said, and the rewrite gets through while the agent runs; at
+    // its exit the end is judged, and the rewritten file, which is not the user's own as
+    // it is, is set aside.
     let out = refused(None);
     assert!(s.sb.ran_in(&s.wt), "{}", describe(&out));
     let err = stderr(&out);
@@ -1262,6 +1264,23 @@ fn namespace_refused(who: Who, layout: Layout) {
         "{}",
         describe(&out)
     );
+    assert!(gone_soon(&envrc), "{}", describe(&out));
+    let kept = std::fs::read_dir(envrc.parent().expect("parent"))
+        .expect("list")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".envrc.landwall-swept-")
+        })
+        .any(|e| std::fs::read(e.path()).is_ok_and(|b| b == b"evil\n"));
+    assert!(
+        kept,
+        "the rewritten .envrc was not kept aside: {}",
+        describe(&out)
+    );
+    // The control: outside the wall the rewrite stays.
+    let out = s.run_control(script);
     assert_eq!(
         std::fs::read(&envrc).expect("read"),
         b"evil\n",
@@ -1399,3 +1418,796 @@ fn unreadable_index(who: Who, layout: Layout) {
     assert!(index.exists(), "control: the index is gone");
 }
 matrix!(unreadable_index: an_index_the_watcher_cannot_read_is_set_aside_main_checkout, an_index_the_watcher_cannot_read_is_set_aside_main_checkout_unprivileged, an_index_the_watcher_cannot_read_is_set_aside_linked_worktree, an_index_the_watcher_cannot_read_is_set_aside_linked_worktree_unprivileged);
+
+// ---- Issue 24: the sweep judges the end state, and the watcher can be neither blinded nor
+// kept busy. Each case runs its control first, in a scene of its own (the same steps outside
+// the wall, as the same user, in the same layout: the attempt works there), then the walled
+// launches in a fresh scene.
+
+/// The agent's first step in these cases: `lw-payload` in the worktree, which appends its
+/// name to [`Scene::pwned`] (outside the worktree) when it runs; `$P` names it.
+fn issue24_payload(s: &Scene) -> String {
+    format!(
+        "printf '#!/bin/sh\\necho \"$0\" >> %s\\n' {pwned} > lw-payload; chmod +x lw-payload; P=\"$PWD/lw-payload\"",
+        pwned = q(s.pwned())
+    )
+}
+
+/// Whether `dir` holds an entry `<name>.landwall-swept-…` (`name` set aside there).
+fn aside_in(dir: &Path, name: &str) -> bool {
+    let prefix = format!("{name}.landwall-swept-");
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+    })
+}
+
+/// Whether `p` is a file holding what the agent planted ("planted").
+fn holds_planted(p: &Path) -> bool {
+    std::fs::read_to_string(p).is_ok_and(|t| t.contains("planted"))
+}
+
+/// Polls (5 s at most) until `p` no longer holds what the agent planted.
+fn unplanted_soon(p: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while holds_planted(p) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// What the payload wrote, for a failure message.
+fn pwned_text(s: &Scene) -> String {
+    std::fs::read_to_string(s.pwned())
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Every output, for a failure message.
+fn describe_all(outs: &[Output]) -> String {
+    outs.iter().map(describe).collect::<Vec<_>>().join("\n")
+}
+
+// -- Class 1: planted in launch N, armed in launch N+1.
+
+/// Launch 1 makes a repository away from where it will go (`.lw-stash/lib`, with
+/// `core.fsmonitor` set to the payload) and stages a gitlink `lw-lib` whose directory does
+/// not exist; launch 2 does one `rename` of the repository into place. The user's next
+/// git runs nothing of it, and its `.git` is set aside (or gone). The control: the same two
+/// launches outside the wall, and the user's `git status` runs the payload.
+///
+/// (The variant where launch 1 leaves the repository in place unstaged and launch 2 only
+/// stages it is `planted_in_one_launch_staged_in_the_next` above.)
+fn moved_into_a_staged_gitlink(who: Who, layout: Layout) {
+    let scripts = |s: &Scene| {
+        (
+            format!(
+                "{payload}; rm -rf .lw-stash && mkdir .lw-stash && git init -q .lw-stash/lib && git -C .lw-stash/lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C .lw-stash/lib config core.fsmonitor \"$P\" && test ! -e lw-lib && git update-index --add --cacheinfo 160000,$(git -C .lw-stash/lib rev-parse HEAD),lw-lib; echo first=$?",
+                payload = issue24_payload(s)
+            ),
+            "mv .lw-stash/lib lw-lib; echo second=$?".to_string(),
+        )
+    };
+    {
+        let s = Scene::new("prot24-moved-ctl", who, layout, false);
+        let (first, second) = scripts(&s);
+        let one = s.run_control(&first);
+        assert!(stdout(&one).contains("first=0"), "{}", describe(&one));
+        std::thread::sleep(Duration::from_millis(50));
+        let two = s.run_control(&second);
+        assert!(stdout(&two).contains("second=0"), "{}", describe(&two));
+        let gits = users_next_git(&s, &s.wt);
+        assert!(
+            s.pwned().exists(),
+            "{who:?} {layout:?}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}\n{}",
+            describe(&one),
+            describe(&two),
+            describe_all(&gits)
+        );
+    }
+    let s = Scene::new("prot24-moved", who, layout, false);
+    let (first, second) = scripts(&s);
+    let one = s.run_walled(&first);
+    assert!(stdout(&one).contains("first=0"), "{}", describe(&one));
+    // What the first launch wrote is older than the second's start.
+    std::thread::sleep(Duration::from_millis(50));
+    let two = s.run_walled(&second);
+    let gits = users_next_git(&s, &s.wt);
+    let git = s.wt.join("lw-lib/.git");
+    assert!(
+        !s.pwned().exists(),
+        "{who:?} {layout:?}: the user's git ran the repository moved into the staged gitlink ({}):\nlaunch 1:\n{}\nlaunch 2:\n{}\n{}",
+        pwned_text(&s),
+        describe(&one),
+        describe(&two),
+        describe_all(&gits)
+    );
+    assert!(
+        set_aside(&git) || std::fs::symlink_metadata(&git).is_err(),
+        "{who:?} {layout:?}: {} is still in place, not set aside:\nlaunch 1:\n{}\nlaunch 2:\n{}",
+        git.display(),
+        describe(&one),
+        describe(&two)
+    );
+}
+matrix!(moved_into_a_staged_gitlink: a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_main_checkout, a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_main_checkout_unprivileged, a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_linked_worktree, a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_linked_worktree_unprivileged);
+
+// -- Class 2: an index the watcher cannot read, but git can.
+
+/// Rewrites an index (`$J`) so that it is larger than the watcher's cap of
+/// 256 MiB: an unknown optional extension `ZZZZ` (an uppercase first letter: git skips it)
+/// of 257 MiB before the trailing checksum, which is recomputed. Prints `big=<size>`.
+const BIG_INDEX: &str = r#"python3 - "$J" <<'LW_EOF'
+import hashlib, os, struct, sys
+p = sys.argv[1]
+with open(p, 'rb') as f:
+    body = f.read()[:-20]
+n = 257 << 20
+ext = b'ZZZZ' + struct.pack('>I', n)
+h = hashlib.sha1(body)
+h.update(ext)
+z = bytes(1 << 20)
+with open(p + '.lw-big', 'wb') as f:
+    f.write(body)
+    f.write(ext)
+    for _ in range(n >> 20):
+        f.write(z)
+        h.update(z)
+    f.write(h.digest())
+os.rename(p + '.lw-big', p)
+print('big=%d' % os.path.getsize(p))
+LW_EOF"#;
+
+/// How the agent makes the index one the watcher cannot read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unreadable {
+    /// Larger than the watcher's cap ([`BIG_INDEX`]).
+    Big,
+    /// Mode 000 (root's git reads it anyway; the watcher has dropped its capabilities).
+    Mode000,
+}
+
+/// The agent stages a nested repository whose `core.fsmonitor` is the payload in a copy of
+/// the index (`GIT_INDEX_FILE`), makes that copy one the watcher cannot read but git can,
+/// and renames it over the index: the watcher never sees a readable index holding the
+/// gitlink. Walled: the index is set aside
+/// whole (`index.landwall-swept-…` in the git dir, no `index`) and the user's next git runs
+/// nothing. The control: git still lists the gitlink, and the user's `git status` runs the
+/// payload.
+fn unreadable_but_read_by_git(who: Who, layout: Layout, how: Unreadable) {
+    let script = |s: &Scene| {
+        let last = match how {
+            Unreadable::Big => BIG_INDEX,
+            Unreadable::Mode000 => "chmod 000 \"$J\"; echo locked=$?",
+        };
+        format!(
+            "{payload}\n{NEST_LIB}; I=$(git rev-parse --git-path index); J=\"$I.lw-stage\"; cp \"$I\" \"$J\" && GIT_INDEX_FILE=\"$J\" git update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib; echo staged=$?\n{last}\nmv -f \"$J\" \"$I\"; echo swapped=$?\n",
+            payload = issue24_payload(s)
+        )
+    };
+    let done = |out: &Output| {
+        stdout(out).contains("swapped=0")
+            && match how {
+                Unreadable::Big => stdout(out)
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("big="))
+                    .any(|n| n.parse::<u64>().is_ok_and(|n| n > 256 << 20)),
+                Unreadable::Mode000 => stdout(out).contains("locked=0"),
+            }
+    };
+    {
+        let s = Scene::new("prot24-index-ctl", who, layout, false);
+        let out = s.run_control(&script(&s));
+        assert!(
+            stdout(&out).contains("staged=0") && done(&out),
+            "{who:?} {layout:?} {how:?}: control: {}",
+            describe(&out)
+        );
+        let index = s.git_dir.join("index");
+        let meta = std::fs::metadata(&index).expect("the control's index");
+        match how {
+            Unreadable::Big => assert!(meta.len() > 256 << 20, "{}", meta.len()),
+            Unreadable::Mode000 => assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+                0
+            ),
+        }
+        // The premise: git reads it and sees the gitlink.
+        let ls = s.user_git(&s.wt, &["ls-files", "--stage", "lw-lib"]);
+        assert!(
+            ls.status.success() && stdout(&ls).starts_with("160000 "),
+            "{who:?} {layout:?} {how:?}: control: git does not read the index the agent made:\n{}",
+            describe(&ls)
+        );
+        let gits = users_next_git(&s, &s.wt);
+        assert!(
+            s.pwned().exists(),
+            "{who:?} {layout:?} {how:?}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}",
+            describe(&out),
+            describe_all(&gits)
+        );
+        // The scene (and its big index) goes here, before the walled one is made.
+    }
+    let s = Scene::new("prot24-index", who, layout, false);
+    let out = s.run_walled(&script(&s));
+    assert!(
+        stdout(&out).contains("staged=0") && done(&out),
+        "{who:?} {layout:?} {how:?}: the agent could not make the index: {}",
+        describe(&out)
+    );
+    let aside = aside_in(&s.git_dir, "index");
+    let index_there = std::fs::symlink_metadata(s.git_dir.join("index")).is_ok();
+    let gits = users_next_git(&s, &s.wt);
+    assert!(
+        !s.pwned().exists(),
+        "{who:?} {layout:?} {how:?}: the user's git ran the payload staged in an index the watcher cannot read ({}; index set aside: {aside}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&out),
+        describe_all(&gits)
+    );
+    assert!(
+        aside && !index_there,
+        "{who:?} {layout:?} {how:?}: the index was not set aside whole (an aside copy: {aside}; an index still there: {index_there}):\n{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn an_index_over_the_watchers_cap_is_set_aside_main_checkout() {
+    unreadable_but_read_by_git(Who::Root, Layout::Main, Unreadable::Big);
+}
+
+#[test]
+fn an_index_over_the_watchers_cap_is_set_aside_linked_worktree_unprivileged() {
+    unreadable_but_read_by_git(Who::User, Layout::Linked, Unreadable::Big);
+}
+
+#[test]
+fn an_index_the_watcher_may_not_open_is_set_aside_main_checkout() {
+    unreadable_but_read_by_git(Who::Root, Layout::Main, Unreadable::Mode000);
+}
+
+#[test]
+fn an_index_the_watcher_may_not_open_is_set_aside_linked_worktree() {
+    unreadable_but_read_by_git(Who::Root, Layout::Linked, Unreadable::Mode000);
+}
+
+// -- Class 3: a watcher kept busy.
+
+/// A launch whose agent's exit and the end of its output (every holder gone: the launch's
+/// watcher holds it until it is done) are seen apart.
+struct Timed {
+    child: std::process::Child,
+    rx: std::sync::mpsc::Receiver<(u8, Vec<u8>)>,
+    /// Stdout and stderr, each once its every holder is gone.
+    got: (Option<Vec<u8>>, Option<Vec<u8>>),
+    started: Instant,
+}
+
+impl Timed {
+    fn spawn(c: &mut Command) -> Timed {
+        use std::io::Read as _;
+        use std::process::Stdio;
+        let started = Instant::now();
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pipes: [(u8, Box<dyn std::io::Read + Send>); 2] = [
+            (1, Box::new(child.stdout.take().expect("piped"))),
+            (2, Box::new(child.stderr.take().expect("piped"))),
+        ];
+        for (n, mut pipe) in pipes {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut b = Vec::new();
+                let _partial = pipe.read_to_end(&mut b);
+                let _gone = tx.send((n, b));
+            });
+        }
+        Timed {
+            child,
+            rx,
+            got: (None, None),
+            started,
+        }
+    }
+
+    /// Waits for the agent's exit (the process itself, not its output's end): its status and
+    /// when it was seen.
+    fn exit(&mut self) -> (std::process::ExitStatus, Instant) {
+        let status = self.child.wait().expect("wait");
+        (status, Instant::now())
+    }
+
+    /// The output, if it is complete by `deadline` (what came before is kept for a later call).
+    fn output_by(&mut self, status: std::process::ExitStatus, deadline: Instant) -> Option<Output> {
+        while self.got.0.is_none() || self.got.1.is_none() {
+            match self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok((1, b)) => self.got.0 = Some(b),
+                Ok((_, b)) => self.got.1 = Some(b),
+                Err(_) => return None,
+            }
+        }
+        Some(Output {
+            status,
+            stdout: self.got.0.clone().unwrap_or_default(),
+            stderr: self.got.1.clone().unwrap_or_default(),
+        })
+    }
+}
+
+/// How many objects of [`bomb`] the agent writes.
+const BOMBS: usize = 6;
+
+/// Writes at `dst` one zlib stream (about 1 MB) that inflates to a blob of 1 GiB of zeros
+/// (`blob 1073741824\0`, then the zeros): a loose object's content, under any name but its
+/// own a forgery.
+fn bomb(dst: &Path) {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, zlib\n\
+             c = zlib.compressobj(6)\n\
+             z = bytes(1 << 20)\n\
+             with open(sys.argv[1], 'wb') as f:\n\
+             \x20   f.write(c.compress(b'blob 1073741824\\0'))\n\
+             \x20   for _ in range(1024):\n\
+             \x20       f.write(c.compress(z))\n\
+             \x20   f.write(c.flush())\n",
+        )
+        .arg(dst)
+        .output()
+        .expect("run python3");
+    assert!(out.status.success(), "making the bomb: {}", describe(&out));
+}
+
+/// The loose-object names (`XX`, the other 38 hex digits) the agent writes its copies of
+/// the bomb under: none is the bomb's own name.
+fn bomb_names() -> Vec<(String, String)> {
+    (0..BOMBS)
+        .map(|i| {
+            (
+                format!("{:02x}", 0xe0 + i),
+                format!("{:038x}", 0xdead_0000_u64 + i as u64),
+            )
+        })
+        .collect()
+}
+
+/// The busy watcher's attempt: the bombs into the object store (the quarantine, behind the
+/// wall), a second for the watcher to start on them, then a nested repository staged with
+/// the payload as its `core.fsmonitor`, and `.envrc` planted; then it exits.
+fn busy_script(s: &Scene) -> String {
+    let mut sc = format!(
+        "{payload}\nO=$(git rev-parse --git-common-dir)/objects; n=0\n",
+        payload = issue24_payload(s)
+    );
+    for (xx, rest) in bomb_names() {
+        sc.push_str(&format!(
+            "mkdir -p \"$O/{xx}\" && cp lw-bomb \"$O/{xx}/{rest}\" && n=$((n+1))\n"
+        ));
+    }
+    sc.push_str("echo bombs=$n\nsleep 1\n");
+    sc.push_str(&format!(
+        "{NEST_LIB}; git update-index --add --cacheinfo 160000,$(git -C lw-lib rev-parse HEAD),lw-lib; echo staged=$?\n"
+    ));
+    sc.push_str("printf '#!/bin/sh\\necho planted\\n' > .envrc; echo envrc=$?\n");
+    sc
+}
+
+/// Puts the bomb made at `src` in the scene's worktree as `lw-bomb`, owned by the scene's user.
+fn place_bomb(s: &Scene, src: &Path) {
+    let dst = s.wt.join("lw-bomb");
+    std::fs::copy(src, &dst).expect("copy the bomb");
+    if s.who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&dst, uid, gid);
+    }
+}
+
+/// The loose-object files, anywhere under `dir`, whose size is the bomb's.
+fn bombs_under(dir: &Path, size: u64) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if meta.is_dir() {
+            found.extend(bombs_under(&e.path(), size));
+        } else if meta.is_file() && meta.len() == size {
+            found.push(e.path());
+        }
+    }
+    found
+}
+
+/// In a linked worktree, the agent fills its quarantine with [`BOMBS`] small files that
+/// inflate to 1 GiB each under names not their own, then stages a nested repository (the
+/// payload as its `core.fsmonitor`) and plants `.envrc`, and exits. `.envrc` is set aside
+/// within 10 s of the agent's exit (measured from the exit, not from the end of the output,
+/// which the watcher holds until it is done), and the user's `git status` 2 s after the exit
+/// runs nothing. A second launch, which does nothing, does not redo the first's rejected
+/// work: its output is complete within 5 s, and the forged files are no longer in the
+/// quarantine's fan-out directories (nor in the repository's store). The control: the same
+/// script outside the wall leaves `.envrc` in place and the payload runs.
+fn busy_watcher(who: Who) {
+    let layout = Layout::Linked;
+    let work = Path::new(landwall_e2e::SCRATCH_ROOT)
+        .join(format!("prot24-bomb-{}-{who:?}.z", std::process::id()));
+    bomb(&work);
+    struct Remove(PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _gone = std::fs::remove_file(&self.0);
+        }
+    }
+    let work = Remove(work);
+    let size = std::fs::metadata(&work.0).expect("the bomb").len();
+    assert!(size < 4 << 20, "the bomb is {size} bytes");
+    {
+        let s = Scene::new("prot24-busy-ctl", who, layout, false);
+        place_bomb(&s, &work.0);
+        let out = s.run_control(&busy_script(&s));
+        assert!(
+            stdout(&out).contains(&format!("bombs={BOMBS}"))
+                && stdout(&out).contains("staged=0")
+                && stdout(&out).contains("envrc=0"),
+            "control: {}",
+            describe(&out)
+        );
+        std::thread::sleep(Duration::from_secs(2));
+        assert!(
+            holds_planted(&s.wt.join(".envrc")),
+            "control: .envrc is not there"
+        );
+        let g = s.user_git(&s.wt, &["status", "--short"]);
+        assert!(
+            s.pwned().exists(),
+            "control: the payload did not run, so the walled check proves nothing:\n{}\n{}",
+            describe(&out),
+            describe(&g)
+        );
+    }
+    let s = Scene::new("prot24-busy", who, layout, false);
+    place_bomb(&s, &work.0);
+    let envrc = s.wt.join(".envrc");
+    let quarantine = s.git_dir.join(landwall::policy::QUARANTINE_DIR);
+    remove_if_there(&s.wt.join("marker"));
+    let mut first = Timed::spawn(&mut s.walled(&busy_script(&s)));
+    let (status, exited) = first.exit();
+    assert!(s.sb.ran_in(&s.wt), "the agent did not start: {status:?}");
+    // The premise, seen at once: the agent's store was the quarantine (the forged files are
+    // under it, none in the repository's store).
+    let store = s.common.join("objects");
+    let in_store: Vec<PathBuf> = bomb_names()
+        .into_iter()
+        .map(|(xx, rest)| store.join(xx).join(rest))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect();
+    let quarantined = bombs_under(&quarantine, size).len();
+    // The user's `git status` two seconds after the agent's exit.
+    std::thread::sleep((exited + Duration::from_secs(2)).saturating_duration_since(Instant::now()));
+    let g = s.user_git(&s.wt, &["status", "--short"]);
+    let ran = s.pwned().exists();
+    // `.envrc` within 10 s of the exit.
+    let deadline = exited + Duration::from_secs(10);
+    while std::fs::symlink_metadata(&envrc).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let envrc_left = std::fs::symlink_metadata(&envrc).is_ok();
+    let swept_after = exited.elapsed();
+    let partial = first.output_by(status, Instant::now());
+    let said = partial
+        .as_ref()
+        .map(describe)
+        .unwrap_or_else(|| "(the watcher still holds the output)".to_string());
+    assert!(
+        quarantined > 0 && in_store.is_empty(),
+        "{who:?}: premise: the forged objects are not in the quarantine ({quarantined} there; in the repository's store: {in_store:#?}):\n{said}"
+    );
+    assert!(
+        !ran && !envrc_left,
+        "{who:?}: a busy watcher: the user's git status 2 s after the agent's exit ran the payload: {ran} ({}); .envrc still in place {swept_after:?} after the exit: {envrc_left}\ngit status: {}\nthe agent: {said}",
+        pwned_text(&s),
+        describe(&g)
+    );
+    assert!(
+        set_aside(&envrc),
+        "{who:?}: .envrc is gone but was not set aside: did the agent make it?\n{said}"
+    );
+    // The first launch's watcher finishes (its output is complete) in bounded time.
+    let out = first
+        .output_by(status, exited + Duration::from_secs(60))
+        .unwrap_or_else(|| {
+            panic!(
+                "{who:?}: the first launch's watcher was still at work 60 s after the agent's exit"
+            )
+        });
+    assert!(
+        stdout(&out).contains(&format!("bombs={BOMBS}")),
+        "premise: the agent did not write its bombs into the store: {}",
+        describe(&out)
+    );
+    for (xx, rest) in bomb_names() {
+        assert!(
+            std::fs::symlink_metadata(store.join(&xx).join(&rest)).is_err(),
+            "{who:?}: a forged object {xx}/{rest} reached the repository's store"
+        );
+    }
+    let in_quarantine = bombs_under(&quarantine, size);
+    eprintln!(
+        "{who:?}: after the first launch, in the quarantine: {in_quarantine:#?}\n{}",
+        describe(&out)
+    );
+    // The next launches do nothing. Each watcher has a budget (a few seconds of work), and
+    // what one rejected is out of the fan-out directories, never examined again: so each
+    // launch takes new bombs only, finishes in bounded time, and the quarantine drains.
+    let left_in_fanout = || -> Vec<PathBuf> {
+        bomb_names()
+            .into_iter()
+            .map(|(xx, rest)| quarantine.join(xx).join(rest))
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .collect()
+    };
+    let mut left = left_in_fanout();
+    assert!(
+        left.len() < BOMBS,
+        "{who:?}: the first launch's watcher moved none of the forged objects out of the fan-out"
+    );
+    for launch in 2..=BOMBS + 1 {
+        if left.is_empty() {
+            break;
+        }
+        remove_if_there(&s.wt.join("marker"));
+        let mut next = Timed::spawn(&mut s.walled("true"));
+        let (status2, _) = next.exit();
+        assert!(
+            s.sb.ran_in(&s.wt),
+            "launch {launch}: the agent did not start"
+        );
+        let out2 = next.output_by(status2, next.started + Duration::from_secs(30));
+        assert!(
+            out2.is_some(),
+            "{who:?}: launch {launch} (which does nothing) was not done within 30 s"
+        );
+        let now = left_in_fanout();
+        assert!(
+            now.len() < left.len(),
+            "{who:?}: launch {launch} took none of the bombs left ({}): it redid rejected work",
+            left.len()
+        );
+        left = now;
+    }
+    assert!(
+        left.is_empty(),
+        "{who:?}: the forged objects are still in the quarantine's fan-out directories: {left:#?}"
+    );
+    let rejected = bombs_under(&quarantine.join("landwall-rejected"), size);
+    eprintln!("{who:?}: in landwall-rejected/: {}", rejected.len());
+    let g = s.user_git(&s.wt, &["status", "--short"]);
+    assert!(
+        !s.pwned().exists(),
+        "{who:?}: the user's git ran the payload after the second launch: {}",
+        describe(&g)
+    );
+}
+
+#[test]
+fn a_busy_watcher_still_sweeps_at_once_linked_worktree() {
+    busy_watcher(Who::Root);
+}
+
+#[test]
+fn a_busy_watcher_still_sweeps_at_once_linked_worktree_unprivileged() {
+    busy_watcher(Who::User);
+}
+
+// -- Class 4: a regular file where a protected directory would be.
+
+/// Launch 1 makes `.vscode` and `.claude` regular files; launch 2 replaces them with
+/// directories holding `.vscode/tasks.json` and `.claude/settings.json`. Both are set aside
+/// (not at their paths) after launch 2, and still not after launch 3, which does nothing.
+/// The control: outside the wall they stay.
+fn files_where_directories_go(who: Who, layout: Layout) {
+    let one = "printf 'x\\n' > .vscode; printf 'x\\n' > .claude; echo one=$?";
+    let two = "rm -f .vscode .claude; mkdir .vscode .claude && printf 'planted\\n' > .vscode/tasks.json && printf 'planted\\n' > .claude/settings.json; echo two=$?";
+    let planted = [".vscode/tasks.json", ".claude/settings.json"];
+    {
+        let s = Scene::new("prot24-filedir-ctl", who, layout, false);
+        let a = s.run_control(one);
+        let b = s.run_control(two);
+        std::thread::sleep(Duration::from_millis(200));
+        for rel in planted {
+            assert!(
+                holds_planted(&s.wt.join(rel)),
+                "{who:?} {layout:?}: control: {rel} is not there:\n{}\n{}",
+                describe(&a),
+                describe(&b)
+            );
+        }
+    }
+    let s = Scene::new("prot24-filedir", who, layout, false);
+    for rel in planted {
+        assert!(
+            std::fs::symlink_metadata(s.wt.join(rel)).is_err(),
+            "{rel} exists"
+        );
+    }
+    let a = s.run_walled(one);
+    assert!(stdout(&a).contains("one=0"), "{}", describe(&a));
+    std::thread::sleep(Duration::from_millis(50));
+    let b = s.run_walled(two);
+    for rel in planted {
+        assert!(
+            unplanted_soon(&s.wt.join(rel)),
+            "{who:?} {layout:?}: {rel}, made where launch 1 left a file, is still in place after launch 2:\nlaunch 1:\n{}\nlaunch 2:\n{}",
+            describe(&a),
+            describe(&b)
+        );
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let c = s.run_walled("true");
+    for rel in planted {
+        assert!(
+            !holds_planted(&s.wt.join(rel)),
+            "{who:?} {layout:?}: {rel} is back in place after launch 3:\n{}",
+            describe(&c)
+        );
+    }
+}
+matrix!(files_where_directories_go: protected_files_made_where_a_file_stood_are_set_aside_main_checkout, protected_files_made_where_a_file_stood_are_set_aside_main_checkout_unprivileged, protected_files_made_where_a_file_stood_are_set_aside_linked_worktree, protected_files_made_where_a_file_stood_are_set_aside_linked_worktree_unprivileged);
+
+/// The user's repository sets `core.hooksPath = scripts/hooks` (in a linked worktree, the
+/// shared config), and `scripts` does not exist. Launch 1 makes `scripts` a regular file;
+/// launch 2 replaces it with `scripts/hooks/pre-commit`, the payload. The user's next
+/// `git commit` runs nothing, after launch 2 and after a launch 3 that does nothing. The
+/// control: the commit runs the payload.
+fn hooks_path_where_a_file_stood(who: Who, layout: Layout) {
+    let one = "printf 'x\\n' > scripts; echo one=$?";
+    let two = |s: &Scene| {
+        format!(
+            "{payload}; rm -f scripts; mkdir -p scripts/hooks && cp lw-payload scripts/hooks/pre-commit && chmod +x scripts/hooks/pre-commit; echo two=$?",
+            payload = issue24_payload(s)
+        )
+    };
+    let scene = |name: &str| {
+        let s = Scene::new(name, who, layout, false);
+        s.sb.git_root(&s.main, &["config", "core.hooksPath", "scripts/hooks"]);
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            chown_tree(&s.common.join("config"), uid, gid);
+        }
+        assert!(std::fs::symlink_metadata(s.wt.join("scripts")).is_err());
+        s
+    };
+    let commit = |s: &Scene| s.user_git(&s.wt, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    {
+        let s = scene("prot24-hookfile-ctl");
+        let a = s.run_control(one);
+        let b = s.run_control(&two(&s));
+        let g = commit(&s);
+        assert!(
+            s.pwned().exists(),
+            "{who:?} {layout:?}: control: the commit did not run the hook, so the walled check proves nothing:\n{}\n{}\n{}",
+            describe(&a),
+            describe(&b),
+            describe(&g)
+        );
+    }
+    let s = scene("prot24-hookfile");
+    let a = s.run_walled(one);
+    assert!(stdout(&a).contains("one=0"), "{}", describe(&a));
+    std::thread::sleep(Duration::from_millis(50));
+    let b = s.run_walled(&two(&s));
+    let g = commit(&s);
+    assert!(
+        !s.pwned().exists(),
+        "{who:?} {layout:?}: the user's commit after launch 2 ran the hook made where launch 1 left a file ({}):\nlaunch 1:\n{}\nlaunch 2:\n{}\n{}",
+        pwned_text(&s),
+        describe(&a),
+        describe(&b),
+        describe(&g)
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let c = s.run_walled("true");
+    let g = commit(&s);
+    assert!(
+        !s.pwned().exists(),
+        "{who:?} {layout:?}: the user's commit after launch 3 ran the hook ({}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&c),
+        describe(&g)
+    );
+}
+matrix!(hooks_path_where_a_file_stood: a_hooks_path_made_where_a_file_stood_runs_nothing_main_checkout, a_hooks_path_made_where_a_file_stood_runs_nothing_main_checkout_unprivileged, a_hooks_path_made_where_a_file_stood_runs_nothing_linked_worktree, a_hooks_path_made_where_a_file_stood_runs_nothing_linked_worktree_unprivileged);
+
+// -- The watcher cannot start: the agent does not start.
+
+/// A seccomp filter answering ENOSYS to `inotify_init1` (294 on x86_64) and `inotify_init`
+/// (253), as on a kernel built without inotify.
+fn no_inotify() -> seccompiler::BpfProgram {
+    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+    let rules = [libc::SYS_inotify_init1, libc::SYS_inotify_init]
+        .into_iter()
+        .map(|nr| (nr, vec![]))
+        .collect();
+    SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        TargetArch::x86_64,
+    )
+    .expect("filter")
+    .try_into()
+    .expect("compile the filter")
+}
+
+/// `c`, run under [`no_inotify`] (inherited by everything it starts).
+fn without_inotify(c: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt as _;
+    let prog = no_inotify();
+    // SAFETY: the closure runs in the forked child before exec; it only makes the two
+    // system calls of `apply_filter` (prctl, seccomp) on a program built before the fork,
+    // and allocates nothing (the error is a raw errno).
+    unsafe {
+        c.pre_exec(move || {
+            seccompiler::apply_filter(&prog)
+                .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
+        })
+    }
+}
+
+/// Under a filter that makes inotify fail (inherited by the shim and its watcher), in a
+/// scene where the watcher is needed (protected paths to sweep), the agent does not start
+/// and the launch exits with status 100. The control: the same launch without the filter
+/// starts the agent; the premise: under the filter, inotify_init1 fails with ENOSYS.
+fn no_agent_without_a_watcher(who: Who, layout: Layout) {
+    let s = Scene::new("prot24-nowatcher", who, layout, false);
+    // The premise: the filter refuses inotify.
+    let mut probe = s.cmd("python3");
+    probe.args([
+        "-c",
+        "import ctypes, sys\nl = ctypes.CDLL(None, use_errno=True)\nr = l.inotify_init1(0)\nsys.exit(0 if r < 0 and ctypes.get_errno() == 38 else 1)\n",
+    ]);
+    let p = output(without_inotify(&mut probe));
+    assert!(
+        p.status.success(),
+        "premise: inotify_init1 did not fail with ENOSYS under the filter: {}",
+        describe(&p)
+    );
+    // The control: without the filter, the agent starts.
+    let out = s.run_walled("true");
+    assert!(out.status.success(), "control: {}", describe(&out));
+    remove_if_there(&s.wt.join("marker"));
+    let out = output_within(
+        without_inotify(&mut s.walled("true")),
+        Duration::from_secs(60),
+    );
+    assert!(
+        !s.sb.ran_in(&s.wt),
+        "{who:?} {layout:?}: the agent started with a watcher that cannot watch:\n{}",
+        describe(&out)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(100),
+        "{who:?} {layout:?}: {}",
+        describe(&out)
+    );
+}
+matrix!(no_agent_without_a_watcher: no_watcher_no_agent_main_checkout, no_watcher_no_agent_main_checkout_unprivileged, no_watcher_no_agent_linked_worktree, no_watcher_no_agent_linked_worktree_unprivileged);
