@@ -11,8 +11,9 @@
 //! (by the user, since the last launch ended; or it is the first launch): it is taken as the
 //! user's and written down. In any other case the record stands.
 //!
-//! Where it is kept, per user: `$HOME/.local/state/landwall/record/`, a directory the agent
-//! is granted nothing in (checked against each launch's policy, see [`place`]), owned by the
+//! Where it is kept, per user: `$HOME/.local/state/landwall/record/` (root's under root's
+//! home in the user database, whatever `$HOME` says), a directory the agent is granted
+//! nothing in (checked against each launch's policy, see [`place`]), owned by the
 //! user and closed to group and others. In it, for each worktree, named by the SHA-256 of
 //! its top level's real path (`<key>`):
 //! - `<key>.lock`: held shared by every launch's watcher for its whole life (the descriptor
@@ -53,7 +54,19 @@ const MAX_RECORD: u64 = 16 << 20;
 /// directory (`home = "open"`): then nothing is recorded, and each launch takes what is there
 /// at its start as the user's (docs/escape.md names it).
 pub fn place(home: Option<&Path>, writable: impl Fn(&Path) -> bool) -> Option<PathBuf> {
-    let home = home.filter(|h| h.is_absolute())?;
+    // Root's under root's own home: `sudo` may leave `$HOME` as the user's, and a directory
+    // of root's there would lock the user's own launches out.
+    let root_home = match nix::unistd::geteuid() {
+        uid if uid.is_root() => nix::unistd::User::from_uid(uid)
+            .ok()
+            .flatten()
+            .map(|u| u.dir),
+        _ => None,
+    };
+    let home = match root_home {
+        Some(dir) => dir,
+        None => home.filter(|h| h.is_absolute())?.to_path_buf(),
+    };
     let dir = home.join(UNDER_HOME);
     (!writable(&dir)).then_some(dir)
 }
@@ -291,7 +304,7 @@ fn own(fd: &OwnedFd, mode: u32) -> io::Result<()> {
     let euid = nix::unistd::geteuid().as_raw();
     if st.st_uid != euid {
         return Err(io::Error::other(format!(
-            "it is owned by uid {}",
+            "it is owned by uid {}, not by you: remove it, or chown it to yourself",
             st.st_uid
         )));
     }
@@ -530,6 +543,73 @@ impl Record {
             return Err(refused(&self.path, format!("writing the record: {e}")));
         }
         Ok(())
+    }
+
+    /// Leaves `lines` for the next launch of the worktree to say ([`Record::heard`]): what
+    /// this watcher set aside after its terminal was given back (`<key>.said-<random>`).
+    pub fn say(&self, lines: &[String]) -> io::Result<()> {
+        let text: String = lines
+            .iter()
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("{}\n", crate::spool::printable(l)))
+            .collect();
+        if text.is_empty() {
+            return Ok(());
+        }
+        let name = format!("{}.said-{:016x}", self.key, crate::random_u64(1));
+        let fd = openat(
+            &self.dir,
+            name.as_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| refused(&self.path, format!("leaving word: {e}")))?;
+        std::fs::File::from(fd)
+            .write_all(text.as_bytes())
+            .map_err(|e| refused(&self.path, format!("leaving word: {e}")))
+    }
+
+    /// What earlier watchers of the worktree left to say ([`Record::say`]), each file read
+    /// (bounded, printable) and removed.
+    pub fn heard(&self) -> io::Result<Vec<String>> {
+        let prefix = format!("{}.said-", self.key);
+        let mut dir = nix::dir::Dir::openat(
+            &self.dir,
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| refused(&self.path, format!("listing: {e}")))?;
+        let names: Vec<String> = dir
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&prefix))
+            .collect();
+        let mut out = Vec::new();
+        for name in names {
+            if let Ok(fd) = openat(
+                &self.dir,
+                name.as_str(),
+                OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                let mut text = Vec::new();
+                use std::io::Read;
+                let file = std::fs::File::from(fd);
+                if file.metadata().is_ok_and(|m| m.is_file())
+                    && (&file).take(64 << 10).read_to_end(&mut text).is_ok()
+                {
+                    let text = String::from_utf8_lossy(&text);
+                    out.extend(
+                        text.lines()
+                            .map(|l| crate::spool::printable(l).into_owned()),
+                    );
+                }
+            }
+            self.forget(std::slice::from_ref(&name))?;
+        }
+        Ok(out)
     }
 
     /// Lets other launches start beside this one: the lock, exclusive, becomes shared.
