@@ -451,7 +451,20 @@ impl Kernel for LiveKernel {
             mptcp: policy.network.is_restricted(),
             setgid: nix::unistd::geteuid().is_root(),
         };
-        seccomp::install(refuse)?;
+        // A watcher with a record waits for the last process of the agent's tree, not only
+        // the agent's own: it takes the filter's listener, which hangs up only then.
+        match self.watcher.as_mut() {
+            Some(w) if w.needs_listener() => {
+                let listener = seccomp::install_with_listener(refuse)?;
+                w.give_listener(Some(listener))
+                    .map_err(SeccompError::Listener)?;
+            }
+            Some(w) => {
+                seccomp::install(refuse)?;
+                w.give_listener(None).map_err(SeccompError::Listener)?;
+            }
+            None => seccomp::install(refuse)?,
+        }
         self.filtered = Some(refuse);
         Ok(())
     }

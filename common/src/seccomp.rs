@@ -74,6 +74,9 @@ pub enum SeccompError {
     /// Installing it failed.
     #[error("seccomp: installing the filter: {0}")]
     Install(#[source] std::io::Error),
+    /// The filter could not be installed with a listener ([`install_with_listener`]).
+    #[error("seccomp: installing the filter with the listener by which the watcher knows when the agent's last process has ended: {0}{hint}", hint = if .0.raw_os_error() == Some(libc::EBUSY) { " (a filter in force already has one: this runs under a container runtime or supervisor that intercepts system calls; run the agent outside it)" } else { "" })]
+    Listener(#[source] std::io::Error),
 }
 
 /// What the filter refuses besides what it always refuses (io_uring, keyrings, terminal
@@ -424,6 +427,13 @@ pub fn program(refuse: Refuse) -> Result<Vec<libc::sock_filter>, SeccompError> {
 pub fn install(refuse: Refuse) -> Result<(), SeccompError> {
     let prog = program(refuse)?;
     sys::seccomp_set_filter(&prog).map_err(SeccompError::Install)
+}
+
+/// As [`install`], and returns the filter's listener ([`sys::seccomp_set_filter_listener`]):
+/// it polls `POLLHUP` once the last process that inherited the filter has ended.
+pub fn install_with_listener(refuse: Refuse) -> Result<std::os::fd::OwnedFd, SeccompError> {
+    let prog = program(refuse)?;
+    sys::seccomp_set_filter_listener(&prog).map_err(SeccompError::Listener)
 }
 
 /// A classic BPF interpreter for the instructions [`program`] uses, so the unit tests can

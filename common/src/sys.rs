@@ -831,3 +831,152 @@ pub fn open_no_symlinks(
     };
     owned_fd(rc)
 }
+
+/// As [`seccomp_set_filter`], with `SECCOMP_FILTER_FLAG_NEW_LISTENER`: returns the filter's
+/// listener. The program never answers `SECCOMP_RET_USER_NOTIF`, so the listener hears no
+/// system call; what it is for is that it polls `POLLHUP` once no task uses the filter,
+/// which every descendant inherits and none can shed: the end of the last process of the
+/// caller's tree. `EBUSY` if a filter already in force has a listener.
+pub fn seccomp_set_filter_listener(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    let len = u16::try_from(prog.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: as in `seccomp_set_filter`; with this flag the call returns a new descriptor.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER as libc::c_long,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_long,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = RawFd::try_from(rc).map_err(|_| io::Error::other("seccomp returned no descriptor"))?;
+    // SAFETY: the kernel just made `fd` for us (close-on-exec), and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sends one byte on the Unix socket `sock`, with `fd` attached (`SCM_RIGHTS`) if given.
+pub fn send_fd(sock: BorrowedFd<'_>, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    let mut byte = [b'f'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // Room for one descriptor, aligned as a cmsghdr.
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; all-zero is its empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if let Some(fd) = fd {
+        // SAFETY: CMSG_SPACE computes a size from a constant.
+        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        // SAFETY: `msg` has a control buffer of `space` bytes (within `control`), so the first
+        // header fits; the data written is one RawFd, as CMSG_LEN says.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            if cmsg.is_null() {
+                return Err(io::Error::other("no room for the descriptor"));
+            }
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd.as_raw_fd());
+        }
+    }
+    loop {
+        // SAFETY: `msg` points at `iov`, `byte` and `control`, which outlive the call.
+        let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        match rc {
+            1 => return Ok(()),
+            rc if rc < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            rc if rc < 0 => return Err(io::Error::last_os_error()),
+            _ => return Err(io::Error::other("the byte was not sent")),
+        }
+    }
+}
+
+/// Receives what [`send_fd`] sent: `Ok(None)` for the byte alone, `Err` at end of file.
+/// A received descriptor is close-on-exec (`MSG_CMSG_CLOEXEC`).
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; all-zero is its empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    let rc = loop {
+        // SAFETY: `msg` points at buffers of the sizes it names, which outlive the call.
+        let rc = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if rc < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        break rc;
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if rc == 0 {
+        return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+    }
+    let mut got = None;
+    // SAFETY: the kernel filled `msg_controllen` bytes of `control`; the CMSG macros walk
+    // only within them, and each SCM_RIGHTS header's data holds RawFds it just installed,
+    // which are ours alone.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg);
+                let n = ((*cmsg).cmsg_len as usize - (data as usize - cmsg as usize))
+                    / std::mem::size_of::<RawFd>();
+                for i in 0..n {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    let owned = OwnedFd::from_raw_fd(fd);
+                    // One is expected; any more are closed as they drop.
+                    if got.is_none() {
+                        got = Some(owned);
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::other("the descriptor did not fit"));
+    }
+    Ok(got)
+}
+
+/// A connected pair of Unix stream sockets, close-on-exec.
+pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut sv = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `sv`, which has room for them.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just made and are owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(sv[0]), OwnedFd::from_raw_fd(sv[1])) })
+}

@@ -52,16 +52,31 @@ const READY: &[u8] = b"ready";
 const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
 
 /// A started watcher: the short-lived child in between (for [`sys::reap_detacher`]) and the
-/// pipe on which the watcher says it is ready ([`Ready::wait`]).
+/// socket on which the launch gives it the filter's listener ([`Ready::give_listener`]) and
+/// it says it is ready ([`Ready::wait`]).
 #[derive(Debug)]
 pub struct Ready {
     /// The detaching child.
     pub detacher: libc::pid_t,
-    /// The read end.
+    /// The launch's end.
     pipe: OwnedFd,
+    /// Whether the watcher keeps a record, and so must know when the agent's last process
+    /// has ended, not only the agent ([`crate::seccomp::install_with_listener`]).
+    listener: bool,
 }
 
 impl Ready {
+    /// Whether the seccomp filter must be installed with a listener for the watcher.
+    pub fn needs_listener(&self) -> bool {
+        self.listener
+    }
+
+    /// Gives the watcher the filter's listener (or word that there is none), and closes the
+    /// launch's copy: the agent must not hold it.
+    pub fn give_listener(&mut self, listener: Option<OwnedFd>) -> io::Result<()> {
+        sys::send_fd(self.pipe.as_fd(), listener.as_ref().map(AsFd::as_fd))
+    }
+
     /// Reaps the detaching child and waits (up to 30 s) until the watcher says it is ready:
     /// `Err` with its reason (or that it ended, or did not answer) otherwise. The agent must
     /// not start before this returns `Ok`.
@@ -120,12 +135,14 @@ pub fn start(q: Option<&Quarantine>, protection: &Protection, min_abi: u32) -> i
         None => None,
     };
     let pidfd = sys::pidfd_self()?;
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let (read, write) = sys::socket_pair()?;
+    let listener = record.is_some();
     let watch = move || watch(&pidfd, q, protection, record, write, min_abi);
     let detacher = sys::spawn_detached(watch)?;
     Ok(Ready {
         detacher,
         pipe: read,
+        listener,
     })
 }
 
@@ -161,7 +178,13 @@ fn watch(
             format!("the watcher could not set no_new_privs: {e}"),
         );
     }
-    let mut keep = vec![pidfd.as_raw_fd(), ready.as_raw_fd()];
+    // Where the terminal goes once the agent has exited and the watcher waits on for what
+    // it left running: opened before the wall.
+    let null = match fs::OpenOptions::new().write(true).open("/dev/null") {
+        Ok(null) => OwnedFd::from(null),
+        Err(e) => return fail(ready, format!("the watcher could not open /dev/null: {e}")),
+    };
+    let mut keep = vec![pidfd.as_raw_fd(), ready.as_raw_fd(), null.as_raw_fd()];
     keep.extend(record.iter().flat_map(Record::fds));
     if let Err(e) = detach(&keep) {
         return fail(ready, format!("the watcher could not detach: {e}"));
@@ -212,11 +235,36 @@ fn watch(
             )
         }
     };
-    // What was set aside before the agent ran: said now, while the terminal is the user's.
+    // What was set aside before the agent ran, and what earlier watchers set aside after
+    // they had given the terminal back: said now, while the terminal is the user's.
+    if let Some(r) = record.as_ref() {
+        match r.heard() {
+            Ok(lines) => swept.lines.extend(lines),
+            Err(e) => log::debug!("watcher: {e}"),
+        }
+    }
     report(&std::mem::take(&mut swept.lines));
     if let Err(e) = nix::unistd::write(&ready, READY) {
         log::debug!("watcher: saying it is ready: {e}");
         return 1;
+    }
+    // The filter's listener: with a record, the watcher lasts until the agent's last
+    // process has ended, so that one left running (`setsid`, a daemon) cannot lay a plant
+    // after it and have the next launch take it for the user's. The launch sends it before
+    // it reads the answer to the end, so the agent never starts with the watcher lacking it.
+    let listener = match sys::recv_fd(ready.as_fd()) {
+        Ok(l) => l,
+        // The launch stopped before its filter: no agent runs.
+        Err(e) => {
+            log::debug!("watcher: the launch gave no listener: {e}");
+            None
+        }
+    };
+    if record.is_some() && listener.is_none() {
+        return fail(
+            ready,
+            "the watcher got no listener from the launch's filter".into(),
+        );
     }
     drop(ready);
     // Loose objects need no git; packs wait for a machine that has one.
@@ -230,8 +278,38 @@ fn watch(
         // The objects on a thread of their own (it inherits the wall and the filter): no
         // work in the quarantine delays a sweep.
         let mover = q.map(|q| scope.spawn(|| move_objects(q, git, &done)));
-        run(pidfd, protection, &judged, &basis, notify, &mut swept);
+        run(
+            End::Agent(pidfd),
+            protection,
+            &judged,
+            &basis,
+            &mut notify,
+            &mut swept,
+        );
         report(&swept.lines);
+        if let Some(l) = &listener {
+            // The agent has exited; what it started may not have. The terminal goes back
+            // (a reader waiting for its end of file, the agent's parent among them, waits no
+            // longer), the watch goes on until the last process has ended, and the state is
+            // judged once more then: what is set aside meanwhile the next launch says.
+            if let Err(e) = give_back_terminal(&null) {
+                log::debug!("watcher: giving back the terminal: {e}");
+            }
+            let said = swept.lines.len();
+            run(
+                End::Last(l),
+                protection,
+                &judged,
+                &basis,
+                &mut notify,
+                &mut swept,
+            );
+            if let Some(r) = record.as_ref() {
+                if let Err(e) = r.say(&swept.lines[said..]) {
+                    log::debug!("watcher: {e}");
+                }
+            }
+        }
         if let Some(r) = record.as_mut() {
             // Everything set aside that had to be: this launch leaves no mark behind.
             if swept.failed {
@@ -460,11 +538,11 @@ fn move_objects(q: &Quarantine, git: &Path, done: &AtomicBool) {
 /// worktree meanwhile does not meet them. Then, once the agent has exited, the end judged
 /// against `basis`. If watching fails while the agent runs, the agent is ended.
 fn run(
-    pidfd: &OwnedFd,
+    end: End<'_>,
     protection: &Protection,
     judged: &[Absent],
     basis: &State,
-    mut notify: Option<Notify>,
+    notify: &mut Option<Notify>,
     swept: &mut Sweep,
 ) {
     let sweep = protection.absent.as_slice();
@@ -472,14 +550,14 @@ fn run(
     // What appeared between the start's look and the watches.
     swept.add(sweep_absent(sweep));
     loop {
-        let (exited, changed) = match wait_either(pidfd, notify.as_ref()) {
+        let (exited, changed) = match wait_either(&end, notify.as_ref()) {
             Ok(ready) => ready,
             Err(e) => {
-                end_agent(pidfd, &format!("waiting for the agent: {e}"), swept);
+                end_agent(&end, &format!("waiting for the agent: {e}"), swept);
                 (true, false)
             }
         };
-        if let (true, Some(n)) = (changed, &mut notify) {
+        if let (true, Some(n)) = (changed, notify.as_mut()) {
             let submodules_moved = n.drain();
             swept.add(sweep_absent(sweep));
             // A directory on the way may have appeared: watch it too.
@@ -492,7 +570,7 @@ fn run(
                 watched = watched.and_then(|()| n.watch_submodules(subs));
             }
             if let Err(e) = watched {
-                end_agent(pidfd, &format!("inotify: {e}"), swept);
+                end_agent(&end, &format!("inotify: {e}"), swept);
             }
         }
         if exited {
@@ -506,14 +584,33 @@ fn run(
     swept.add(judge(&now, basis, judged, subs));
 }
 
-/// Ends the agent: the watcher can no longer do its job.
-fn end_agent(pidfd: &OwnedFd, why: &str, swept: &mut Sweep) {
-    let ended = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+/// What the watcher waits for: the agent's exit (its pidfd), or the end of the last
+/// process that inherited its filter (the listener hangs up).
+enum End<'a> {
+    Agent(&'a OwnedFd),
+    Last(&'a OwnedFd),
+}
+
+/// Ends the agent: the watcher can no longer do its job. (After the agent, what it left
+/// running cannot be named; the mark stays, and the next launch judges the start.)
+fn end_agent(end: &End<'_>, why: &str, swept: &mut Sweep) {
     swept.failed = true;
+    let End::Agent(pidfd) = end else {
+        swept.lines.push(format!("the watcher could no longer watch ({why}) what the agent left running: the next launch here judges the worktree before its agent starts; look at the protected paths before you run anything there"));
+        return;
+    };
+    let ended = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
     swept.lines.push(match ended {
         Ok(()) => format!("the watcher could no longer watch ({why}): the agent was ended"),
         Err(e) => format!("the watcher could no longer watch ({why}), and could not end the agent ({e}): look at the worktree's protected paths"),
     });
+}
+
+/// Points standard output and error at `/dev/null`.
+fn give_back_terminal(null: &OwnedFd) -> io::Result<()> {
+    nix::unistd::dup2_stdout(null)?;
+    nix::unistd::dup2_stderr(null)?;
+    Ok(())
 }
 
 /// An inotify instance on the directories where absent protected paths would appear, and
@@ -563,6 +660,25 @@ impl Notify {
         };
         for rel in links {
             let sub = subs.root.join(&rel);
+            // Not there yet: where it would appear (a repository renamed into place in one
+            // step, by the agent or by what it left running, makes no event in it).
+            if std::fs::symlink_metadata(&sub).is_err() {
+                let a = Absent {
+                    path: sub.clone(),
+                    base: subs.root.clone(),
+                    reason: "".into(),
+                };
+                if let Some(dir) = nearest_existing_dir(&a) {
+                    match self.inotify.add_watch(&dir, dir_mask) {
+                        Ok(wd) => {
+                            self.submodule_dirs.insert(wd);
+                        }
+                        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                continue;
+            }
             let mut dirs = vec![sub.clone()];
             if let Some(g) = crate::gitlinks::git_dir_of(&sub) {
                 dirs.push(g.join("hooks"));
@@ -630,10 +746,17 @@ impl Notify {
     }
 }
 
-/// Waits for the agent's exit (its pidfd) or an inotify event. Returns (exited, changed).
-fn wait_either(pidfd: &OwnedFd, notify: Option<&Notify>) -> io::Result<(bool, bool)> {
+/// Waits for the end (the agent's pidfd readable, the listener hung up) or an inotify
+/// event. Returns (ended, changed).
+fn wait_either(end: &End<'_>, notify: Option<&Notify>) -> io::Result<(bool, bool)> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    // A listener that hears no system call is readable never; it polls POLLHUP (always
+    // reported) once no task uses the filter.
+    let first = match end {
+        End::Agent(pidfd) => PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+        End::Last(listener) => PollFd::new(listener.as_fd(), PollFlags::empty()),
+    };
+    let mut fds = vec![first];
     if let Some(n) = notify {
         fds.push(PollFd::new(n.inotify.as_fd(), PollFlags::POLLIN));
     }

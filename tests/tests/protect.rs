@@ -1537,6 +1537,113 @@ fn moved_into_a_staged_gitlink(who: Who, layout: Layout) {
 }
 matrix!(moved_into_a_staged_gitlink: a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_main_checkout, a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_main_checkout_unprivileged, a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_linked_worktree, a_repository_moved_into_a_gitlink_staged_in_the_launch_before_is_set_aside_linked_worktree_unprivileged);
 
+// -- Class 1, in time: what the agent leaves running plants after it has exited.
+
+/// Polls (10 s at most) until `p` exists.
+fn appears_soon(p: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::symlink_metadata(p).is_err() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Polls (5 s at most) until `p` is set aside or gone.
+fn aside_or_gone_soon(p: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::symlink_metadata(p).is_ok() && !set_aside(p) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Ends the process whose pid is in `file` (the lingering one), if it still runs.
+fn end_lingering(file: &Path) {
+    if let Some(pid) = std::fs::read_to_string(file)
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+    {
+        // Gone already (ESRCH) is as good.
+        match nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        ) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => panic!("kill {pid}: {e}"),
+        }
+    }
+}
+
+/// The agent stages a gitlink `lw-lib` with no directory, makes a repository (its
+/// `core.fsmonitor` the payload) away from it, and leaves a process of its own session
+/// (`setsid`, every descriptor to /dev/null) that, a second after the agent has exited,
+/// renames the repository into place and writes `.envrc`, then stays (`sleep 30`). Walled:
+/// while it still runs, both are set aside, the user's git runs nothing, and the next
+/// launch takes neither for the user's. The control: the same outside the wall, and the
+/// user's `git status` runs the payload.
+fn left_running_plants_after_the_agent(who: Who, layout: Layout) {
+    let script = |s: &Scene| {
+        format!(
+            "{payload}; rm -rf .lw-stash lw-bg-done && mkdir .lw-stash && git init -q .lw-stash/lib && git -C .lw-stash/lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C .lw-stash/lib config core.fsmonitor \"$P\" && git update-index --add --cacheinfo 160000,$(git -C .lw-stash/lib rev-parse HEAD),lw-lib && setsid sh -c 'sleep 1; mv .lw-stash/lib lw-lib; echo planted > .envrc; echo $$ > lw-bg-pid; echo done > lw-bg-done; exec sleep 30' </dev/null >/dev/null 2>&1 & echo first=$?",
+            payload = issue24_payload(s)
+        )
+    };
+    {
+        let s = Scene::new("prot24-linger-ctl", who, layout, false);
+        let one = s.run_control(&script(&s));
+        assert!(stdout(&one).contains("first=0"), "{}", describe(&one));
+        assert!(
+            appears_soon(&s.wt.join("lw-bg-done")),
+            "control: the background did not plant"
+        );
+        let gits = users_next_git(&s, &s.wt);
+        end_lingering(&s.wt.join("lw-bg-pid"));
+        assert!(
+            s.pwned().exists() && holds_planted(&s.wt.join(".envrc")),
+            "{who:?} {layout:?}: control: the plant did not take, so the walled check proves nothing:\n{}\n{}",
+            describe(&one),
+            describe_all(&gits)
+        );
+    }
+    let s = Scene::new("prot24-linger", who, layout, false);
+    let one = s.run_walled(&script(&s));
+    assert!(stdout(&one).contains("first=0"), "{}", describe(&one));
+    let done = appears_soon(&s.wt.join("lw-bg-done"));
+    let git = s.wt.join("lw-lib/.git");
+    let envrc = s.wt.join(".envrc");
+    let git_aside = aside_or_gone_soon(&git);
+    let envrc_aside = unplanted_soon(&envrc);
+    // While what the agent left still runs.
+    let gits = users_next_git(&s, &s.wt);
+    end_lingering(&s.wt.join("lw-bg-pid"));
+    assert!(done, "the background did not plant:\n{}", describe(&one));
+    assert!(
+        !s.pwned().exists() && git_aside && envrc_aside,
+        "{who:?} {layout:?}: what the agent left running planted after it exited (payload ran: {}, {} set aside: {git_aside}, .envrc set aside: {envrc_aside}):\n{}\n{}",
+        pwned_text(&s),
+        git.display(),
+        describe(&one),
+        describe_all(&gits)
+    );
+    // Once it has ended, the next launch takes nothing of it for the user's.
+    std::thread::sleep(Duration::from_millis(100));
+    let two = s.run_walled("echo second");
+    let gits = users_next_git(&s, &s.wt);
+    assert!(
+        !s.pwned().exists() && !holds_planted(&envrc) && !git.exists(),
+        "{who:?} {layout:?}: after the next launch the plant is back or ran:\n{}\n{}",
+        describe(&two),
+        describe_all(&gits)
+    );
+}
+matrix!(left_running_plants_after_the_agent: what_the_agent_left_running_plants_in_vain_main_checkout, what_the_agent_left_running_plants_in_vain_main_checkout_unprivileged, what_the_agent_left_running_plants_in_vain_linked_worktree, what_the_agent_left_running_plants_in_vain_linked_worktree_unprivileged);
+
 // -- Class 2: an index the watcher cannot read, but git can.
 
 /// Rewrites an index (`$J`) so that it is larger than the watcher's cap of
