@@ -1304,6 +1304,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         refuse_agent_the_agent_can_repoint(real, exe, &rules)?;
     }
     let protection = crate::protect::resolve(&worktree, &config.protect)?;
+    let protection = crate::protect::with_nested_worktrees(protection, &worktree, &config.protect)?;
     Ok(Policy {
         protection,
         agent_exe,

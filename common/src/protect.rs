@@ -77,6 +77,26 @@ pub const DEFAULTS: &[Default] = &[
         reason: "read as config by git in that linked worktree where extensions.worktreeConfig is set",
     },
     Default {
+        path: ".git/worktrees/*/index",
+        reason: "that linked worktree's index: a gitlink staged there makes your next `git status` in it enter a repository the agent made",
+    },
+    Default {
+        path: ".git/worktrees/*/modules/*/config",
+        reason: "a submodule's git config in that linked worktree: git runs the commands it names there",
+    },
+    Default {
+        path: ".git/worktrees/*/modules/*/hooks",
+        reason: "a submodule's hooks in that linked worktree: git runs them there",
+    },
+    Default {
+        path: ".git/worktrees/*/modules/*/commondir",
+        reason: "names the directory whose config and hooks git uses in that linked worktree's submodule",
+    },
+    Default {
+        path: ".git/worktrees/*/modules/*/config.worktree",
+        reason: "read as config by git in that linked worktree's submodule where extensions.worktreeConfig is set",
+    },
+    Default {
         path: ".git/modules/*/config",
         reason: "a submodule's git config: git runs the commands it names in that submodule",
     },
@@ -443,6 +463,8 @@ pub struct Protection {
     pub absent: Vec<Absent>,
     /// The submodules to look at when the agent exits ([`crate::gitlinks`]).
     pub submodules: Option<Submodules>,
+    /// Those of the linked worktrees inside a main checkout ([`with_nested_worktrees`]).
+    pub nested: Vec<Submodules>,
     /// The worktree's top level (the record's key).
     pub root: PathBuf,
     /// Where the record of what is the user's own is kept ([`crate::record::place`]);
@@ -465,7 +487,10 @@ pub struct Submodules {
 impl Protection {
     /// Nothing to hold and nothing to sweep.
     pub fn is_empty(&self) -> bool {
-        self.held.is_empty() && self.absent.is_empty() && self.submodules.is_none()
+        self.held.is_empty()
+            && self.absent.is_empty()
+            && self.submodules.is_none()
+            && self.nested.is_empty()
     }
 
     /// The held entry that is `path` or holds it read-only (for `landwall check`).
@@ -509,6 +534,16 @@ pub enum ProtectError {
         reason: Cow<'static, str>,
         /// What it is (`a symbolic link`, `a FIFO`, `on the way to it is a symbolic link`).
         what: String,
+    },
+    /// A linked worktree inside the main checkout whose `.git` does not name its git dir.
+    #[error("the linked worktree {} (registered in {}) cannot be protected: {why}; the agent could make your git there run what it names. Repair it from the main checkout (`git worktree repair {}`) or remove it (`git worktree remove --force`)", top.display(), own.display(), top.display())]
+    NestedWorktree {
+        /// Its top level.
+        top: PathBuf,
+        /// The git dir registered for it.
+        own: PathBuf,
+        /// What is wrong.
+        why: String,
     },
     /// It could not be examined.
     #[error("examining the protected path {}: {source}", path.display())]
@@ -635,6 +670,13 @@ fn resolve_trimmed(
             }
         }
     }
+    normalize(&mut p);
+    Ok(p)
+}
+
+/// Held paths parents first, each once with its stronger hold, nothing under a path held
+/// read-only; absent paths sorted, each once.
+fn normalize(p: &mut Protection) {
     // Parents first. (Compared as bytes: the paths are built by joining plain components,
     // so equal paths are equal bytes; a launch sorts these every time.)
     let depth = |p: &Path| {
@@ -676,7 +718,100 @@ fn resolve_trimmed(
         .sort_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
     p.absent
         .dedup_by(|b, a| a.path.as_os_str() == b.path.as_os_str());
-    Ok(p)
+}
+
+/// A main checkout's launch may write its linked worktrees that lie inside it (Claude
+/// Code's `.claude/worktrees/<name>`): their `.git` files, their protected paths, the
+/// repositories in them. So each one registered in `<git_dir>/worktrees/` whose top level
+/// lies under the main checkout's is protected as its own launch would protect it (its
+/// `.git` and protected paths held read-only, the absent ones set aside as they appear),
+/// and its submodules are judged too ([`Protection::nested`]). (Their git dirs' index,
+/// config.worktree, commondir and submodules' git dirs are in the main checkout's `.git`:
+/// the defaults hold them.) A registered worktree whose `.git` does not name its git dir
+/// back is refused: your git there would use whatever it names.
+pub fn with_nested_worktrees(
+    mut main: Protection,
+    worktree: &Worktree,
+    changes: &[Change],
+) -> Result<Protection, ProtectError> {
+    let GitLayout::Main { git_dir } = &worktree.git else {
+        return Ok(main);
+    };
+    let admin = git_dir.join("worktrees");
+    let Ok(entries) = std::fs::read_dir(&admin) else {
+        return Ok(main);
+    };
+    let mut found = 0usize;
+    for e in entries {
+        let e = e.map_err(|source| ProtectError::Io {
+            path: admin.clone(),
+            source,
+        })?;
+        let own = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        // Where git says the worktree is (`<top>/.git`): written by `git worktree add`, in
+        // the main checkout's `.git`, which the agent may have rewritten; what it names is
+        // only a candidate, checked below by the worktree's own `.git`.
+        let Ok(text) = crate::read_regular(&own.join("gitdir"), 64 << 10) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&text);
+        let dotgit = Path::new(text.trim_end_matches(['\n', '\r']));
+        let Some(top) = dotgit.parent().filter(|_| dotgit.is_absolute()) else {
+            continue;
+        };
+        if !under(top, &worktree.root) || top == worktree.root {
+            continue;
+        }
+        found += 1;
+        if found > MAX_PER_PATTERN {
+            return Err(ProtectError::TooMany {
+                rel: ".git/worktrees/*".into(),
+                base: admin.clone(),
+            });
+        }
+        let refused = |why: String| ProtectError::NestedWorktree {
+            top: top.to_path_buf(),
+            own: own.clone(),
+            why,
+        };
+        let w = match crate::worktree::discover(top, Some(top)) {
+            Ok(w) => w,
+            // Removed by hand and not yet pruned: nothing there to protect.
+            Err(_) if std::fs::symlink_metadata(top).is_err() => continue,
+            Err(e) => return Err(refused(e.to_string())),
+        };
+        match &w.git {
+            GitLayout::Linked { git_dir, .. } if *git_dir == own || same_file(git_dir, &own) => {}
+            GitLayout::Linked { git_dir, .. } => {
+                return Err(refused(format!("its `.git` names {}", git_dir.display())))
+            }
+            _ => {
+                return Err(refused(
+                    "its `.git` is not a linked worktree's `.git` file".into(),
+                ))
+            }
+        }
+        let mut p = resolve(&w, changes)?;
+        main.held.append(&mut p.held);
+        main.absent.append(&mut p.absent);
+        main.nested.extend(p.submodules);
+    }
+    if found > 0 {
+        normalize(&mut main);
+    }
+    Ok(main)
+}
+
+/// Whether `a` and `b` are the same directory (one path may be a link to the other's).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// `sub` with each `*` component replaced by every entry of that directory that exists (a

@@ -31,12 +31,18 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::policy::Quarantine;
 use crate::protect::{Absent, Protection};
 use crate::record::{Record, State};
 use crate::sys;
+
+/// The objects' thread's phases: the agent runs; it has exited (one pass, then word back,
+/// then on while what it left runs); everything has ended (a last pass).
+const RUNNING: u8 = 0;
+const AGENT_ENDED: u8 = 1;
+const ALL_ENDED: u8 = 2;
 
 /// How often the quarantine is emptied while the agent runs. A scan of an empty quarantine
 /// is one directory read.
@@ -213,10 +219,10 @@ fn watch(
     let subs = protection.submodules.as_ref();
     // Without inotify the protected paths could not be set aside as they appear.
     let mut notify = None;
-    if !protection.absent.is_empty() || subs.is_some() {
+    if !protection.absent.is_empty() || subs.is_some() || !protection.nested.is_empty() {
         match Notify::new().and_then(|mut n| {
             n.watch(&protection.absent)?;
-            if let Some(subs) = subs {
+            for subs in protection.submodules.iter().chain(&protection.nested) {
                 n.watch_submodules(subs)?;
             }
             Ok(n)
@@ -235,6 +241,13 @@ fn watch(
             )
         }
     };
+    // The nested worktrees' submodules: judged against what they were at the start (no
+    // record of their own here; their own launches keep theirs).
+    let nested: Vec<(&crate::protect::Submodules, crate::gitlinks::Populated)> = protection
+        .nested
+        .iter()
+        .map(|n| (n, state_now(&[], Some(n), &mut swept).submodules))
+        .collect();
     // What was set aside before the agent ran, and what earlier watchers set aside after
     // they had given the terminal back: said now, while the terminal is the user's.
     if let Some(r) = record.as_ref() {
@@ -273,21 +286,29 @@ fn watch(
         .map(Path::new)
         .find(|p| p.is_file())
         .unwrap_or(Path::new("/nonexistent/git"));
-    let done = AtomicBool::new(false);
+    let phase = AtomicU8::new(RUNNING);
     std::thread::scope(|scope| {
         // The objects on a thread of their own (it inherits the wall and the filter): no
         // work in the quarantine delays a sweep.
-        let mover = q.map(|q| scope.spawn(|| move_objects(q, git, &done)));
+        let (caught_up, behind) = std::sync::mpsc::channel();
+        let mover = q.map(|q| scope.spawn(|| move_objects(q, git, &phase, caught_up)));
         run(
             End::Agent(pidfd),
             protection,
             &judged,
-            &basis,
+            (&basis, &nested),
             &mut notify,
             &mut swept,
         );
         report(&swept.lines);
         if let Some(l) = &listener {
+            // The objects the agent committed in its last moments reach the repository
+            // before the terminal goes back (a pipeline that waits for its end of file sees
+            // them there), as they did when the watcher ended with the agent.
+            phase.store(AGENT_ENDED, Ordering::SeqCst);
+            if mover.is_some() && behind.recv().is_err() {
+                log::debug!("watcher: the objects' thread ended early");
+            }
             // The agent has exited; what it started may not have. The terminal goes back
             // (a reader waiting for its end of file, the agent's parent among them, waits no
             // longer), the watch goes on until the last process has ended, and the state is
@@ -300,7 +321,7 @@ fn watch(
                 End::Last(l),
                 protection,
                 &judged,
-                &basis,
+                (&basis, &nested),
                 &mut notify,
                 &mut swept,
             );
@@ -318,7 +339,7 @@ fn watch(
                 log::debug!("watcher: {e}");
             }
         }
-        done.store(true, Ordering::SeqCst);
+        phase.store(ALL_ENDED, Ordering::SeqCst);
         if let Some(m) = mover {
             if m.join().is_err() {
                 log::debug!("watcher: the objects' thread panicked");
@@ -500,11 +521,17 @@ fn report(lines: &[String]) {
     }
 }
 
-/// The objects' thread: the quarantine emptied every [`PERIOD_MS`] while the agent runs,
-/// then once more, with empty directories pruned, once `done` is set; all on one budget
-/// ([`crate::objects::Budget`]), so a quarantine the agent filled with work costs a bounded
-/// time per launch.
-fn move_objects(q: &Quarantine, git: &Path, done: &AtomicBool) {
+/// The objects' thread: the quarantine emptied every [`PERIOD_MS`] while the agent runs;
+/// once `phase` is [`AGENT_ENDED`], one pass (empty directories pruned) and word on
+/// `caught_up`, then on as before while what the agent left runs; at [`ALL_ENDED`], a last
+/// pass. All on one budget ([`crate::objects::Budget`]), so a quarantine the agent filled
+/// with work costs a bounded time per launch.
+fn move_objects(
+    q: &Quarantine,
+    git: &Path,
+    phase: &AtomicU8,
+    caught_up: std::sync::mpsc::Sender<()>,
+) {
     let mut budget = crate::objects::Budget::per_launch();
     let mut once = |when: &str, prune: bool| match crate::objects::migrate(
         &q.dir,
@@ -520,16 +547,29 @@ fn move_objects(q: &Quarantine, git: &Path, done: &AtomicBool) {
         }
         Err(e) => log::debug!("quarantine {}: {when}: {e}", q.dir.display()),
     };
-    while !done.load(Ordering::SeqCst) {
-        once("while the agent runs", false);
+    let mut told = false;
+    loop {
+        let now = phase.load(Ordering::SeqCst);
+        if now == ALL_ENDED {
+            break;
+        }
+        if now == AGENT_ENDED && !told {
+            once("after the agent", true);
+            if caught_up.send(()).is_err() {
+                log::debug!("watcher: no one waits for the objects");
+            }
+            told = true;
+        } else {
+            once("while the agent's processes run", false);
+        }
         for _ in 0..PERIOD_MS / 20 {
-            if done.load(Ordering::SeqCst) {
+            if phase.load(Ordering::SeqCst) != now {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    once("after the agent", true);
+    once("after the last process", true);
 }
 
 /// While the agent runs: each absent protected path set aside as soon as it appears
@@ -541,7 +581,10 @@ fn run(
     end: End<'_>,
     protection: &Protection,
     judged: &[Absent],
-    basis: &State,
+    (basis, nested): (
+        &State,
+        &[(&crate::protect::Submodules, crate::gitlinks::Populated)],
+    ),
     notify: &mut Option<Notify>,
     swept: &mut Sweep,
 ) {
@@ -569,6 +612,12 @@ fn run(
                 }
                 watched = watched.and_then(|()| n.watch_submodules(subs));
             }
+            if submodules_moved {
+                for (subs, was) in nested {
+                    judge_nested(subs, was, swept);
+                    watched = watched.and_then(|()| n.watch_submodules(subs));
+                }
+            }
             if let Err(e) = watched {
                 end_agent(&end, &format!("inotify: {e}"), swept);
             }
@@ -582,6 +631,22 @@ fn run(
     swept.add(sweep_absent(sweep));
     let now = state_now(judged, subs, swept);
     swept.add(judge(&now, basis, judged, subs));
+    for (subs, was) in nested {
+        judge_nested(subs, was, swept);
+    }
+}
+
+/// Sets aside the `.git` of each submodule of a nested worktree's index that git would
+/// enter now but did not (or not as it was) at the start.
+fn judge_nested(
+    subs: &crate::protect::Submodules,
+    was: &crate::gitlinks::Populated,
+    swept: &mut Sweep,
+) {
+    let now = state_now(&[], Some(subs), swept);
+    for rel in now.submodules.not_in(was) {
+        swept.add(submodule_aside(subs, &rel));
+    }
 }
 
 /// What the watcher waits for: the agent's exit (its pidfd), or the end of the last
@@ -827,7 +892,7 @@ pub fn wall_self(
     }
     // The submodules' check: the worktree (a submodule's `.git` is set aside there), and
     // the git dirs outside it, read (the index, what a `.git` file or commondir names).
-    if let Some(subs) = &protection.submodules {
+    for subs in protection.submodules.iter().chain(&protection.nested) {
         let mut add = |path: &Path, access: Access| {
             if path.is_dir()
                 && !rules

@@ -763,6 +763,21 @@ enum Vector {
     /// the other linked worktree's entry (`.git/worktrees/other/`), where the repository
     /// sets `extensions.worktreeConfig`. The user's git in that worktree reads it.
     OtherWorktreeConfig,
+    /// Found by review (main checkout only): a repository left unstaged in the other linked
+    /// worktree (`other/lw-lib`, as a launch there may leave one), staged from the main
+    /// checkout in that worktree's index (`.git/worktrees/other/index`): the user's
+    /// `git status` there enters it.
+    OtherWorktreeIndex,
+    /// Main checkout only: the other linked worktree's submodule's git dir
+    /// (`.git/worktrees/other/modules/sm/config`) given `core.fsmonitor`.
+    OtherWorktreeSubmoduleConfig,
+    /// Found by review (main checkout only): a linked worktree inside the main checkout
+    /// (`.claude/worktrees/n`, where Claude Code makes them) has its `.git` file pointed at a
+    /// git dir the agent wrote: the user's git there runs its `core.fsmonitor`.
+    NestedWorktreeGitFile,
+    /// Main checkout only: a repository made at that nested worktree's unpopulated gitlink
+    /// `sm` (in place, and renamed into place): the user's `git status` there enters it.
+    NestedWorktreeSubmodule,
     /// Found by review: a repository the agent makes in the worktree, with `core.fsmonitor`
     /// in its own config, staged and committed as a submodule: the user's `git status` at the
     /// top runs `git status` inside it.
@@ -952,6 +967,24 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         (Vector::OtherWorktreeConfig, _) => vec![format!(
             "{FSMONITOR} > {common}/worktrees/other/config.worktree"
         )],
+        (Vector::OtherWorktreeIndex, _) => vec![
+            format!("GIT_INDEX_FILE={common}/worktrees/other/index git update-index --add --cacheinfo 160000,$(cat lw-sha),lw-lib"),
+            format!("cp {common}/worktrees/other/index lw-idx && GIT_INDEX_FILE=lw-idx git update-index --add --cacheinfo 160000,$(cat lw-sha),lw-lib && cat lw-idx > {common}/worktrees/other/index"),
+            format!("mv -f lw-idx {common}/worktrees/other/index"),
+        ],
+        (Vector::OtherWorktreeSubmoduleConfig, _) => vec![
+            format!("{FSMONITOR} >> {common}/worktrees/other/modules/sm/config"),
+            format!("cp {common}/worktrees/other/modules/sm/config lw-smc && {FSMONITOR} >> lw-smc && mv -f lw-smc {common}/worktrees/other/modules/sm/config"),
+        ],
+        (Vector::NestedWorktreeGitFile, _) => vec![
+            "rm -rf lw-evil && git init -q lw-evil && git -C lw-evil config core.fsmonitor \"$P\"".into(),
+            "printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > .claude/worktrees/n/.git".into(),
+            "printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > lw-gf && mv -f lw-gf .claude/worktrees/n/.git".into(),
+        ],
+        (Vector::NestedWorktreeSubmodule, _) => vec![
+            "git init -q .claude/worktrees/n/sm && git -C .claude/worktrees/n/sm config core.fsmonitor \"$P\"".into(),
+            "rm -rf lw-stash && mkdir lw-stash && git init -q lw-stash/sm && git -C lw-stash/sm config core.fsmonitor \"$P\" && rm -rf .claude/worktrees/n/sm && mv lw-stash/sm .claude/worktrees/n/sm".into(),
+        ],
     };
     for (i, step) in steps.iter().enumerate() {
         sc.push_str(&format!("( {step} ) 2>&1; echo \"step {i}: $?\"\n"));
@@ -982,6 +1015,70 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
     match v {
         Vector::WorktreeConfig | Vector::OtherWorktreeConfig => {
             s.sb.git_root(&s.main, &["config", "extensions.worktreeConfig", "true"]);
+        }
+        Vector::OtherWorktreeIndex => {
+            // What a launch in `other` may have left there: a repository, unstaged, whose
+            // fsmonitor is the payload the main checkout's agent writes.
+            let other = s.other.clone().expect("a main checkout's other worktree");
+            let lib = other.join("lw-lib");
+            s.sb.git_root(&other, &["init", "-q", "lw-lib"]);
+            s.sb.git_root(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+            let payload = s.wt.join("lw-payload");
+            s.sb.git_root(
+                &lib,
+                &["config", "core.fsmonitor", payload.to_str().expect("utf8")],
+            );
+            let sha = output(Command::new("git").args([
+                "-C",
+                lib.to_str().expect("utf8"),
+                "rev-parse",
+                "HEAD",
+            ]));
+            std::fs::write(s.wt.join("lw-sha"), stdout(&sha).trim()).expect("write lw-sha");
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&other, uid, gid);
+                chown_tree(&s.wt.join("lw-sha"), uid, gid);
+            }
+        }
+        Vector::OtherWorktreeSubmoduleConfig => {
+            let other = s.other.clone().expect("a main checkout's other worktree");
+            s.sb.git_root(
+                &other,
+                &[
+                    "-c",
+                    "protocol.file.allow=always",
+                    "submodule",
+                    "update",
+                    "-q",
+                    "--init",
+                ],
+            );
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&other, uid, gid);
+                chown_tree(&s.common, uid, gid);
+            }
+        }
+        Vector::NestedWorktreeGitFile | Vector::NestedWorktreeSubmodule => {
+            let n = s.wt.join(".claude/worktrees/n");
+            std::fs::create_dir_all(n.parent().expect("parent")).expect("mkdir .claude/worktrees");
+            s.sb.git_root(
+                &s.main,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    n.to_str().expect("utf8"),
+                    "-b",
+                    "n",
+                ],
+            );
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&s.wt.join(".claude"), uid, gid);
+                chown_tree(&s.common, uid, gid);
+            }
         }
         Vector::HooksPathDir | Vector::HooksPathNamedByConfig => {
             let rel = if v == Vector::HooksPathDir {
@@ -1089,7 +1186,14 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
     }
     // Where the user runs git next.
     let dir = match v {
-        Vector::OtherWorktreeConfig => s.other.clone().expect("a main checkout's other worktree"),
+        Vector::OtherWorktreeConfig
+        | Vector::OtherWorktreeIndex
+        | Vector::OtherWorktreeSubmoduleConfig => {
+            s.other.clone().expect("a main checkout's other worktree")
+        }
+        Vector::NestedWorktreeGitFile | Vector::NestedWorktreeSubmodule => {
+            s.wt.join(".claude/worktrees/n")
+        }
         _ => s.wt.clone(),
     };
     let script = plant_script(&s, v);
@@ -1148,6 +1252,102 @@ fn users_next_git_runs_nothing_planted_submodule_commondir_linked_worktree() {
 #[test]
 fn users_next_git_runs_nothing_planted_other_worktree_config_main_checkout() {
     vector_case(Who::User, Layout::Main, Vector::OtherWorktreeConfig);
+}
+
+// Found by review: from a main checkout, the other linked worktrees' git state and the
+// linked worktrees inside the main checkout.
+
+fn other_worktrees(who: Who) {
+    for v in [
+        Vector::OtherWorktreeIndex,
+        Vector::OtherWorktreeSubmoduleConfig,
+        Vector::NestedWorktreeGitFile,
+        Vector::NestedWorktreeSubmodule,
+    ] {
+        vector_case(who, Layout::Main, v);
+    }
+}
+
+#[test]
+fn users_next_git_in_another_worktree_runs_nothing_planted_from_the_main_checkout() {
+    other_worktrees(Who::Root);
+}
+
+#[test]
+fn users_next_git_in_another_worktree_runs_nothing_planted_from_the_main_checkout_unprivileged() {
+    other_worktrees(Who::User);
+}
+
+/// Found by review: the main checkout's agent writes `.envrc` and `.vscode/tasks.json` in a
+/// linked worktree inside the main checkout (`.claude/worktrees/n`). Walled: both are set
+/// aside (direnv and VS Code run nothing there), and the next launch in that worktree does
+/// not take them for the user's. The control: the same outside the wall, and both stay.
+fn nested_worktree_files(who: Who) {
+    let script = "mkdir -p .claude/worktrees/n/.vscode && echo planted > .claude/worktrees/n/.envrc && echo planted > .claude/worktrees/n/.vscode/tasks.json; echo wrote=$?";
+    let scene = |name: &str| {
+        let s = Scene::new(name, who, Layout::Main, false);
+        let n = s.wt.join(".claude/worktrees/n");
+        std::fs::create_dir_all(n.parent().expect("parent")).expect("mkdir");
+        s.sb.git_root(
+            &s.main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                n.to_str().expect("utf8"),
+                "-b",
+                "n",
+            ],
+        );
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            chown_tree(&s.wt.join(".claude"), uid, gid);
+            chown_tree(&s.common, uid, gid);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        (s, n)
+    };
+    {
+        let (s, n) = scene("prot24-nested-ctl");
+        let out = s.run_control(script);
+        assert!(
+            holds_planted(&n.join(".envrc")) && holds_planted(&n.join(".vscode/tasks.json")),
+            "control: the files were not written, so the walled check proves nothing:\n{}",
+            describe(&out)
+        );
+    }
+    let (s, n) = scene("prot24-nested");
+    let out = s.run_walled(script);
+    assert!(stdout(&out).contains("wrote=0"), "{}", describe(&out));
+    for rel in [".envrc", ".vscode/tasks.json"] {
+        assert!(
+            unplanted_soon(&n.join(rel)),
+            "{who:?}: the main checkout's agent left {rel} in the linked worktree inside it:\n{}",
+            describe(&out)
+        );
+    }
+    // The next launch there takes nothing of it for the user's, and its agent starts.
+    let mut c = s.walled("echo in-n");
+    c.current_dir(&n);
+    let two = output_within(&mut c, Duration::from_secs(60));
+    assert!(stdout(&two).contains("in-n"), "{}", describe(&two));
+    for rel in [".envrc", ".vscode/tasks.json"] {
+        assert!(
+            !holds_planted(&n.join(rel)),
+            "{who:?}: {rel} is back:\n{}",
+            describe(&two)
+        );
+    }
+}
+
+#[test]
+fn a_linked_worktree_inside_the_main_checkout_keeps_its_protected_paths() {
+    nested_worktree_files(Who::Root);
+}
+
+#[test]
+fn a_linked_worktree_inside_the_main_checkout_keeps_its_protected_paths_unprivileged() {
+    nested_worktree_files(Who::User);
 }
 
 // ---- 4. Commits from inside the wall.
