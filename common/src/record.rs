@@ -340,8 +340,28 @@ impl Record {
                 Mode::empty(),
             )
         };
+        // The directory above, landwall's own (`~/.local/state/landwall`): its mode put back
+        // too, so that an agent that may write beside it cannot shut later launches out by
+        // `chmod 000`. (One of the user's own above it, the error below names.)
+        if let Some(parent) = dir.parent() {
+            if let Ok(fd) = nix::fcntl::open(
+                parent,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                if let Err(e) = own(&fd, 0o700) {
+                    log::debug!("record: {}: {e}", parent.display());
+                }
+            }
+        }
         let d = match open_dir() {
             Ok(d) => d,
+            Err(nix::errno::Errno::EACCES) => {
+                return Err(refused(
+                    dir,
+                    "permission denied on the way to it (Landlock does not stop `chmod`, so an agent that could write beside a directory on the way may have closed it): give yourself search permission again, `chmod u+rwx` on each directory on the way",
+                ))
+            }
             Err(nix::errno::Errno::ENOENT) => {
                 std::fs::DirBuilder::new()
                     .recursive(true)
@@ -676,6 +696,14 @@ mod tests {
         let again = open(&root);
         assert!(again.exclusive);
         let mode = std::fs::metadata(&dir).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o7777, 0o700);
+        // And the directory above it, landwall's own.
+        drop(again);
+        let above = dir.parent().expect("parent");
+        std::fs::set_permissions(above, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        let again = open(&root);
+        assert!(again.exclusive);
+        let mode = std::fs::metadata(above).expect("stat").permissions().mode();
         assert_eq!(mode & 0o7777, 0o700);
     }
 }
