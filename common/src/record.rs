@@ -465,7 +465,13 @@ impl Record {
     /// The marks of other launches of the worktree: with the lock exclusive, each is one that
     /// did not finish.
     pub fn others(&self) -> io::Result<Vec<String>> {
-        let prefix = format!("{}.open-", self.key);
+        let mut names = self.names_with(&format!("{}.open-", self.key))?;
+        names.retain(|n| Some(n.as_str()) != self.mark.as_deref());
+        Ok(names)
+    }
+
+    /// The names in the record directory that start with `prefix`.
+    fn names_with(&self, prefix: &str) -> io::Result<Vec<String>> {
         let mut dir = nix::dir::Dir::openat(
             &self.dir,
             ".",
@@ -477,7 +483,7 @@ impl Record {
         for e in dir.iter() {
             let e = e.map_err(|e| refused(&self.path, format!("listing: {e}")))?;
             let name = e.file_name().to_string_lossy();
-            if name.starts_with(&prefix) && Some(name.as_ref()) != self.mark.as_deref() {
+            if name.starts_with(prefix) {
                 out.push(name.into_owned());
             }
         }
@@ -592,20 +598,7 @@ impl Record {
     /// What earlier watchers of the worktree left to say ([`Record::say`]), each file read
     /// (bounded, printable) and removed.
     pub fn heard(&self) -> io::Result<Vec<String>> {
-        let prefix = format!("{}.said-", self.key);
-        let mut dir = nix::dir::Dir::openat(
-            &self.dir,
-            ".",
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| refused(&self.path, format!("listing: {e}")))?;
-        let names: Vec<String> = dir
-            .iter()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(&prefix))
-            .collect();
+        let names = self.names_with(&format!("{}.said-", self.key))?;
         let mut out = Vec::new();
         for name in names {
             if let Ok(fd) = openat(

@@ -125,6 +125,12 @@ pub fn seccomp_mode() -> io::Result<i32> {
 /// Installs the classic BPF program `prog` as a seccomp filter on the calling thread
 /// (`seccomp(SECCOMP_SET_MODE_FILTER, 0, …)`; no_new_privs must be set).
 pub fn seccomp_set_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
+    seccomp_filter(prog, 0).map(|_| ())
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: what it returns (0, or with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER` a new descriptor).
+fn seccomp_filter(prog: &[libc::sock_filter], flags: libc::c_ulong) -> io::Result<libc::c_long> {
     let len = u16::try_from(prog.len())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
     let fprog = libc::sock_fprog {
@@ -137,14 +143,14 @@ pub fn seccomp_set_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
         libc::syscall(
             libc::SYS_seccomp,
             libc::SECCOMP_SET_MODE_FILTER as libc::c_long,
-            0 as libc::c_long,
+            flags as libc::c_long,
             &fprog as *const libc::sock_fprog,
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
+    if rc < 0 {
         Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
     }
 }
 
@@ -838,24 +844,7 @@ pub fn open_no_symlinks(
 /// which every descendant inherits and none can shed: the end of the last process of the
 /// caller's tree. `EBUSY` if a filter already in force has a listener.
 pub fn seccomp_set_filter_listener(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
-    let len = u16::try_from(prog.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?;
-    let fprog = libc::sock_fprog {
-        len,
-        filter: prog.as_ptr().cast_mut(),
-    };
-    // SAFETY: as in `seccomp_set_filter`; with this flag the call returns a new descriptor.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER as libc::c_long,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_long,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let rc = seccomp_filter(prog, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER)?;
     let fd = RawFd::try_from(rc).map_err(|_| io::Error::other("seccomp returned no descriptor"))?;
     // SAFETY: the kernel just made `fd` for us (close-on-exec), and nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })

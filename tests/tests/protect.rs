@@ -1061,24 +1061,7 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
             }
         }
         Vector::NestedWorktreeGitFile | Vector::NestedWorktreeSubmodule => {
-            let n = s.wt.join(".claude/worktrees/n");
-            std::fs::create_dir_all(n.parent().expect("parent")).expect("mkdir .claude/worktrees");
-            s.sb.git_root(
-                &s.main,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    n.to_str().expect("utf8"),
-                    "-b",
-                    "n",
-                ],
-            );
-            if who == Who::User {
-                let (uid, gid) = test_user();
-                chown_tree(&s.wt.join(".claude"), uid, gid);
-                chown_tree(&s.common, uid, gid);
-            }
+            nest_worktree(&s);
         }
         Vector::HooksPathDir | Vector::HooksPathNamedByConfig => {
             let rel = if v == Vector::HooksPathDir {
@@ -1254,6 +1237,30 @@ fn users_next_git_runs_nothing_planted_other_worktree_config_main_checkout() {
     vector_case(Who::User, Layout::Main, Vector::OtherWorktreeConfig);
 }
 
+/// Adds a linked worktree inside a main checkout's scene, where Claude Code makes them
+/// (`.claude/worktrees/n`), and returns its path.
+fn nest_worktree(s: &Scene) -> PathBuf {
+    let n = s.wt.join(".claude/worktrees/n");
+    std::fs::create_dir_all(n.parent().expect("parent")).expect("mkdir .claude/worktrees");
+    s.sb.git_root(
+        &s.main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            n.to_str().expect("utf8"),
+            "-b",
+            "n",
+        ],
+    );
+    if s.who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&s.wt.join(".claude"), uid, gid);
+        chown_tree(&s.common, uid, gid);
+    }
+    n
+}
+
 // Found by review: from a main checkout, the other linked worktrees' git state and the
 // linked worktrees inside the main checkout.
 
@@ -1286,24 +1293,7 @@ fn nested_worktree_files(who: Who) {
     let script = "mkdir -p .claude/worktrees/n/.vscode && echo planted > .claude/worktrees/n/.envrc && echo planted > .claude/worktrees/n/.vscode/tasks.json; echo wrote=$?";
     let scene = |name: &str| {
         let s = Scene::new(name, who, Layout::Main, false);
-        let n = s.wt.join(".claude/worktrees/n");
-        std::fs::create_dir_all(n.parent().expect("parent")).expect("mkdir");
-        s.sb.git_root(
-            &s.main,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                n.to_str().expect("utf8"),
-                "-b",
-                "n",
-            ],
-        );
-        if who == Who::User {
-            let (uid, gid) = test_user();
-            chown_tree(&s.wt.join(".claude"), uid, gid);
-            chown_tree(&s.common, uid, gid);
-        }
+        let n = nest_worktree(&s);
         std::thread::sleep(Duration::from_millis(25));
         (s, n)
     };
