@@ -77,24 +77,8 @@ pub const DEFAULTS: &[Default] = &[
         reason: "read as config by git in that linked worktree where extensions.worktreeConfig is set",
     },
     Default {
-        path: ".git/worktrees/*/index",
-        reason: "that linked worktree's index: a gitlink staged there makes your next `git status` in it enter a repository the agent made",
-    },
-    Default {
-        path: ".git/worktrees/*/modules/*/config",
-        reason: "a submodule's git config in that linked worktree: git runs the commands it names there",
-    },
-    Default {
-        path: ".git/worktrees/*/modules/*/hooks",
-        reason: "a submodule's hooks in that linked worktree: git runs them there",
-    },
-    Default {
-        path: ".git/worktrees/*/modules/*/commondir",
-        reason: "names the directory whose config and hooks git uses in that linked worktree's submodule",
-    },
-    Default {
-        path: ".git/worktrees/*/modules/*/config.worktree",
-        reason: "read as config by git in that linked worktree's submodule where extensions.worktreeConfig is set",
+        path: ".git/worktrees/*/gitdir",
+        reason: "where git finds that linked worktree: landwall finds it there too, to protect it (rewritten, it would hide the worktree from the next launch)",
     },
     Default {
         path: ".git/modules/*/config",
@@ -725,10 +709,12 @@ fn normalize(p: &mut Protection) {
 /// repositories in them. So each one registered in `<git_dir>/worktrees/` whose top level
 /// lies under the main checkout's is protected as its own launch would protect it (its
 /// `.git` and protected paths held read-only, the absent ones set aside as they appear),
-/// and its submodules are judged too ([`Protection::nested`]). (Their git dirs' index,
-/// config.worktree, commondir and submodules' git dirs are in the main checkout's `.git`:
-/// the defaults hold them.) A registered worktree whose `.git` does not name its git dir
-/// back is refused: your git there would use whatever it names.
+/// and its submodules are judged too ([`Protection::nested`]). Every other linked worktree
+/// has its git dir in the main checkout's `.git`, so its index and its submodules' git dirs
+/// are the agent's to write: the submodules git would enter there are judged too. (Their
+/// `commondir`, `config.worktree` and `gitdir` are default protected paths.) One inside the
+/// main checkout whose `.git` does not name its git dir back is refused: your git there
+/// would use whatever it names.
 pub fn with_nested_worktrees(
     mut main: Protection,
     worktree: &Worktree,
@@ -758,11 +744,13 @@ pub fn with_nested_worktrees(
             continue;
         };
         let text = String::from_utf8_lossy(&text);
-        let dotgit = Path::new(text.trim_end_matches(['\n', '\r']));
-        let Some(top) = dotgit.parent().filter(|_| dotgit.is_absolute()) else {
+        let named = Path::new(text.trim_end_matches(['\n', '\r']));
+        // Relative since git 2.48 (`worktree.useRelativePaths`): from the git dir.
+        let dotgit = lexical(&own.join(named));
+        let Some(top) = dotgit.parent() else {
             continue;
         };
-        if !under(top, &worktree.root) || top == worktree.root {
+        if top == worktree.root {
             continue;
         }
         found += 1;
@@ -781,8 +769,15 @@ pub fn with_nested_worktrees(
             Ok(w) => w,
             // Removed by hand and not yet pruned: nothing there to protect.
             Err(_) if std::fs::symlink_metadata(top).is_err() => continue,
+            // Elsewhere, a worktree that is not this one's: git there does not read it.
+            Err(_) if !under(top, &worktree.root) => continue,
             Err(e) => return Err(refused(e.to_string())),
         };
+        if !under(top, &worktree.root)
+            && !matches!(&w.git, GitLayout::Linked { git_dir, .. } if *git_dir == own || same_file(git_dir, &own))
+        {
+            continue;
+        }
         match &w.git {
             GitLayout::Linked { git_dir, .. } if *git_dir == own || same_file(git_dir, &own) => {}
             GitLayout::Linked { git_dir, .. } => {
@@ -794,15 +789,41 @@ pub fn with_nested_worktrees(
                 ))
             }
         }
-        let mut p = resolve(&w, changes)?;
-        main.held.append(&mut p.held);
-        main.absent.append(&mut p.absent);
-        main.nested.extend(p.submodules);
+        if under(top, &worktree.root) {
+            let mut p = resolve(&w, changes)?;
+            main.held.append(&mut p.held);
+            main.absent.append(&mut p.absent);
+            main.nested.extend(p.submodules);
+        } else {
+            // Outside the main checkout the agent writes only its git dir here (the index,
+            // the submodules' git dirs under `modules/`, whatever their names' depth): the
+            // submodules git would enter there are judged.
+            main.nested.push(Submodules {
+                root: top.to_path_buf(),
+                index: own.join("index"),
+                git_dirs: vec![own.clone(), git_dir.clone()],
+            });
+        }
     }
     if found > 0 {
         normalize(&mut main);
     }
     Ok(main)
+}
+
+/// `p` with `.` and `..` components taken lexically.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Whether `a` and `b` are the same directory (one path may be a link to the other's).

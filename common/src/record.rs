@@ -288,7 +288,9 @@ pub struct Record {
 }
 
 /// The key of the worktree whose top level is `root`.
-fn key(root: &Path) -> String {
+/// The name a worktree's files have in the record directory (the SHA-256 of its top
+/// level's real path, in hex; `<key>.lock` is the lock every watcher holds).
+pub fn key(root: &Path) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(root.as_os_str().as_bytes())
         .iter()

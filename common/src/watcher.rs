@@ -683,8 +683,8 @@ fn give_back_terminal(null: &OwnedFd) -> io::Result<()> {
 /// each submodule's directory, git dir and hooks.
 struct Notify {
     inotify: nix::sys::inotify::Inotify,
-    /// The index's directory.
-    index_dir: Option<nix::sys::inotify::WatchDescriptor>,
+    /// The indexes' directories (the worktree's, and its nested worktrees').
+    index_dirs: std::collections::HashSet<nix::sys::inotify::WatchDescriptor>,
     /// The submodules' directories, git dirs and hooks.
     submodule_dirs: std::collections::HashSet<nix::sys::inotify::WatchDescriptor>,
 }
@@ -694,7 +694,7 @@ impl Notify {
         use nix::sys::inotify::{InitFlags, Inotify};
         Ok(Notify {
             inotify: Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?,
-            index_dir: None,
+            index_dirs: std::collections::HashSet::new(),
             submodule_dirs: std::collections::HashSet::new(),
         })
     }
@@ -717,7 +717,7 @@ impl Notify {
                     | AddWatchFlags::IN_ATTRIB
                     | AddWatchFlags::IN_ONLYDIR,
             )?;
-            self.index_dir = Some(wd);
+            self.index_dirs.insert(wd);
         }
         // An index that cannot be read is judged (and set aside) by the caller.
         let Ok(links) = crate::gitlinks::gitlinks(&subs.index) else {
@@ -793,7 +793,7 @@ impl Notify {
             match self.inotify.read_events() {
                 Ok(events) if !events.is_empty() => {
                     for e in events {
-                        let index = Some(e.wd) == self.index_dir
+                        let index = self.index_dirs.contains(&e.wd)
                             && e.name.as_deref().is_some_and(|n| n == "index");
                         // Events were lost: one of them may have been the index's.
                         let lost = e

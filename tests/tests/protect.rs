@@ -247,7 +247,33 @@ impl Scene {
             "the agent did not start:\n{}",
             describe(&out)
         );
+        self.settle();
         out
+    }
+
+    /// Waits (3 s at most) until no watcher of the worktree runs: each holds the record's
+    /// lock until its last judgement, which comes just after its agent's last process has
+    /// ended, so what the test does next is not taken for the agent's doing.
+    fn settle(&self) {
+        let home = match self.who {
+            Who::Root => PathBuf::from("/root"),
+            Who::User => self.sb.home(),
+        };
+        let real = std::fs::canonicalize(&self.wt).expect("real path of the worktree");
+        let lock = home
+            .join(landwall::record::UNDER_HOME)
+            .join(format!("{}.lock", landwall::record::key(&real)));
+        let Ok(file) = std::fs::File::open(&lock) else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            use std::os::fd::AsFd as _;
+            match landwall::sys::flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+                Ok(()) => return,
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
     }
 
     /// Runs `script` outside the wall.
@@ -857,6 +883,14 @@ const NEST_LIB: &str = "rm -rf lw-lib && git init -q lw-lib && git -C lw-lib -c 
 /// `lw-lib` staged and committed as a submodule.
 const STAGE_LIB: &str = "git -c advice.addEmbeddedRepo=false add lw-lib && git -c user.name=a -c user.email=a@a.invalid commit -q -m 'add lw-lib'";
 
+/// A step that puts back the submodules' `.git` a walled run set aside in the other
+/// worktree, so that the control (the same script outside the wall) meets them as the
+/// agent did. Inside the wall it reaches nothing: the other worktree is not granted.
+fn put_back_in_other(s: &Scene) -> String {
+    let other = q(s.other.as_ref().expect("a main checkout's other worktree"));
+    format!("for g in {other}/*/.git.landwall-swept-* {other}/*/*/.git.landwall-swept-*; do [ -e \"$g\" ] && mv \"$g\" \"${{g%%.landwall-swept-*}}\"; done; true")
+}
+
 /// The agent's script for `v`: it writes `lw-payload` (which appends its name to `pwned`,
 /// outside the worktree) and tries to get it run. Every step is tried whatever the others
 /// did.
@@ -968,12 +1002,15 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             "{FSMONITOR} > {common}/worktrees/other/config.worktree"
         )],
         (Vector::OtherWorktreeIndex, _) => vec![
+            put_back_in_other(s),
             format!("GIT_INDEX_FILE={common}/worktrees/other/index git update-index --add --cacheinfo 160000,$(cat lw-sha),lw-lib"),
             format!("cp {common}/worktrees/other/index lw-idx && GIT_INDEX_FILE=lw-idx git update-index --add --cacheinfo 160000,$(cat lw-sha),lw-lib && cat lw-idx > {common}/worktrees/other/index"),
             format!("mv -f lw-idx {common}/worktrees/other/index"),
         ],
         (Vector::OtherWorktreeSubmoduleConfig, _) => vec![
+            put_back_in_other(s),
             format!("{FSMONITOR} >> {common}/worktrees/other/modules/sm/config"),
+            format!("{FSMONITOR} >> {common}/worktrees/other/modules/vendor/lib/config"),
             format!("cp {common}/worktrees/other/modules/sm/config lw-smc && {FSMONITOR} >> lw-smc && mv -f lw-smc {common}/worktrees/other/modules/sm/config"),
         ],
         (Vector::NestedWorktreeGitFile, _) => vec![
@@ -1043,6 +1080,23 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
         }
         Vector::OtherWorktreeSubmoduleConfig => {
             let other = s.other.clone().expect("a main checkout's other worktree");
+            // A submodule whose name has a `/` (its git dir two levels down in `modules/`,
+            // found by review), in `other` too.
+            let src = s.sb.root.join("subsrc");
+            s.sb.git_root(
+                &s.main,
+                &[
+                    "-c",
+                    "protocol.file.allow=always",
+                    "submodule",
+                    "add",
+                    "-q",
+                    src.to_str().expect("utf8"),
+                    "vendor/lib",
+                ],
+            );
+            s.sb.git_root(&s.main, &["commit", "-qm", "vendor/lib"]);
+            s.sb.git_root(&other, &["reset", "-q", "--hard", "main"]);
             s.sb.git_root(
                 &other,
                 &[
@@ -1328,6 +1382,60 @@ fn nested_worktree_files(who: Who) {
             describe(&two)
         );
     }
+}
+
+/// Found by review: the main checkout's agent rewrites the nested worktree's
+/// `.git/worktrees/n/gitdir` (where landwall looked for it) in one launch, so that the next
+/// launch does not protect it, and then points its `.git` at a git dir of its own and plants
+/// `.envrc`. Walled: `gitdir` is held, and the user's git in the worktree runs nothing. The
+/// control: the same two launches outside the wall, and the user's `git status` runs the
+/// payload.
+fn rewritten_gitdir(who: Who) {
+    let first = "echo bogus > .git/worktrees/n/gitdir; echo one=$?";
+    let second = |s: &Scene| {
+        format!(
+            "{payload}; rm -rf lw-evil && git init -q lw-evil && git -C lw-evil config core.fsmonitor \"$P\"; printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > .claude/worktrees/n/.git; echo planted > .claude/worktrees/n/.envrc; printf '%s\\n' \"$PWD/.claude/worktrees/n/.git\" > .git/worktrees/n/gitdir; echo two=$?",
+            payload = issue24_payload(s)
+        )
+    };
+    {
+        let s = Scene::new("prot24-gitdir-ctl", who, Layout::Main, false);
+        let n = nest_worktree(&s);
+        let one = s.run_control(first);
+        let two = s.run_control(&second(&s));
+        let gits = users_next_git(&s, &n);
+        assert!(
+            s.pwned().exists(),
+            "{who:?}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}\n{}",
+            describe(&one),
+            describe(&two),
+            describe_all(&gits)
+        );
+    }
+    let s = Scene::new("prot24-gitdir", who, Layout::Main, false);
+    let n = nest_worktree(&s);
+    std::thread::sleep(Duration::from_millis(25));
+    let one = s.run_walled(first);
+    let two = s.run_walled(&second(&s));
+    let gits = users_next_git(&s, &n);
+    assert!(
+        !s.pwned().exists() && unplanted_soon(&n.join(".envrc")),
+        "{who:?}: a rewritten gitdir let the next launch leave the nested worktree unprotected ({}):\n{}\n{}\n{}",
+        pwned_text(&s),
+        describe(&one),
+        describe(&two),
+        describe_all(&gits)
+    );
+}
+
+#[test]
+fn a_nested_worktree_stays_protected_when_its_gitdir_is_rewritten() {
+    rewritten_gitdir(Who::Root);
+}
+
+#[test]
+fn a_nested_worktree_stays_protected_when_its_gitdir_is_rewritten_unprivileged() {
+    rewritten_gitdir(Who::User);
 }
 
 #[test]
