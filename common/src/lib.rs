@@ -114,6 +114,16 @@ pub fn rename_aside(
     name: &std::ffi::OsStr,
     prefix: &std::ffi::OsStr,
 ) -> io::Result<std::ffi::OsString> {
+    rename_aside_into(dir, name, dir, prefix)
+}
+
+/// [`rename_aside`] into the directory `to`.
+pub fn rename_aside_into(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    to: std::os::fd::BorrowedFd<'_>,
+    prefix: &std::ffi::OsStr,
+) -> io::Result<std::ffi::OsString> {
     let mut last = io::Error::from_raw_os_error(libc::EEXIST);
     for n in 0..64u32 {
         let mut aside = prefix.to_os_string();
@@ -125,7 +135,7 @@ pub fn rename_aside(
         match nix::fcntl::renameat2(
             dir,
             name,
-            dir,
+            to,
             aside.as_os_str(),
             nix::fcntl::RenameFlags::RENAME_NOREPLACE,
         ) {

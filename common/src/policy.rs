@@ -1304,8 +1304,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         refuse_agent_the_agent_can_repoint(real, exe, &rules)?;
     }
     let protection = crate::protect::resolve(&worktree, &config.protect)?;
-    let protection = crate::protect::with_nested_worktrees(protection, &worktree, &config.protect)?;
-    Ok(Policy {
+    let mut policy = Policy {
         protection,
         agent_exe,
         agent: agent.to_string(),
@@ -1321,7 +1320,22 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         protect_required: config.protect_required,
         terminals: config.terminals,
         unix,
-    })
+    };
+    // The other linked worktrees, under what the agent may write.
+    let main = std::mem::take(&mut policy.protection);
+    policy.protection =
+        crate::protect::with_nested_worktrees(main, &policy.worktree, &config.protect, &|p| {
+            policy.decide(p).rule.is_some_and(|r| r.access.writes())
+        })?;
+    if let Some(reg) = &mut policy.protection.registry {
+        reg.writable = policy
+            .rules
+            .iter()
+            .filter(|r| r.access.writes())
+            .map(|r| r.path.clone())
+            .collect();
+    }
+    Ok(policy)
 }
 
 /// The real agent's path as found, and every symbolic link met while resolving it, must lie

@@ -454,6 +454,65 @@ pub struct Protection {
     /// Where the record of what is the user's own is kept ([`crate::record::place`]);
     /// `None`: nowhere the agent cannot write, and the start is taken as the user's.
     pub record: Option<PathBuf>,
+    /// A main checkout's: where its linked worktrees are registered, so that one the agent
+    /// adds inside the wall is judged ([`added`]).
+    pub registry: Option<Registry>,
+}
+
+/// Where a main checkout registers its linked worktrees (`<git dir>/worktrees/<id>`), and
+/// what one of them protects. The agent may write that directory, so a worktree registered
+/// there that the user did not have is the agent's whole: its `.git` file, its git dir, its
+/// protected paths, its index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registry {
+    /// `<git dir>/worktrees`.
+    pub admin: PathBuf,
+    /// The main checkout's git dir: the common dir a linked worktree of it names.
+    pub common: PathBuf,
+    /// The protected paths, relative, as a launch in one of its linked worktrees has them
+    /// (the defaults, the configuration's changes, what git's configuration names).
+    pub list: Vec<(String, Cow<'static, str>)>,
+    /// Where the agent may write (the policy's writable grants): a worktree added outside
+    /// them was made by the user, the agent could make no directory there.
+    pub writable: Vec<PathBuf>,
+}
+
+/// What becomes of a linked worktree registered in a [`Registry`] that the user did not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Added {
+    /// Its entry is set aside whole (git in the worktree then finds no repository), and so is
+    /// `dotgit`, the worktree's `.git` in the main checkout where it is none of the user's.
+    Refused {
+        /// Why it cannot be kept.
+        why: String,
+        /// Its top level, as its entry names it.
+        top: PathBuf,
+        /// Its `.git`, to set aside too.
+        dotgit: Option<PathBuf>,
+        /// It lies outside the main checkout: nothing there is watched.
+        outside: bool,
+    },
+    /// It lies outside the main checkout and every place the agent may write, so the user
+    /// made it (the agent could not), and its `commondir` names this repository: only what
+    /// the agent may have written in its entry that git would run is set aside, its
+    /// `config.worktree` and its submodules' git dirs (`modules/`).
+    Users {
+        /// Its top level.
+        top: PathBuf,
+        /// What to set aside in its entry.
+        aside: Vec<Absent>,
+    },
+    /// It lies in the main checkout and checks out both ways: every protected path in it
+    /// that exists is set aside (but its `.git`, `commondir` and `gitdir`, which make it a
+    /// worktree, and were checked), and every submodule git would enter in it.
+    Checked {
+        /// Its top level.
+        top: PathBuf,
+        /// The protected paths to set aside.
+        aside: Vec<Absent>,
+        /// Its submodules.
+        subs: Submodules,
+    },
 }
 
 /// Where the watcher finds the worktree's submodules: the index that lists them, and the
@@ -475,6 +534,7 @@ impl Protection {
             && self.absent.is_empty()
             && self.submodules.is_none()
             && self.nested.is_empty()
+            && self.registry.is_none()
     }
 
     /// The held entry that is `path` or holds it read-only (for `landwall check`).
@@ -562,7 +622,6 @@ fn resolve_trimmed(
     list: &[(String, Cow<'static, str>)],
     removed: &[&str],
 ) -> Result<Protection, ProtectError> {
-    let root = worktree.root.as_path();
     // What git's configuration names inside the worktree (`core.hooksPath =
     // scripts/hooks`, `include.path = ../.gitconfig`): git runs or reads what is there.
     let mut named = named_by_git_config(worktree);
@@ -580,6 +639,25 @@ fn resolve_trimmed(
         extended = l;
         extended.as_slice()
     };
+    let mut p = resolve_listed(worktree, list)?;
+    if let GitLayout::Main { git_dir } = &worktree.git {
+        // Its linked worktrees share its configuration, so what it names is theirs too.
+        p.registry = Some(Registry {
+            admin: git_dir.join("worktrees"),
+            common: git_dir.clone(),
+            list: list.to_vec(),
+            writable: Vec::new(),
+        });
+    }
+    Ok(p)
+}
+
+/// [`resolve`] of the protected paths `list` as they are.
+fn resolve_listed(
+    worktree: &Worktree,
+    list: &[(String, Cow<'static, str>)],
+) -> Result<Protection, ProtectError> {
+    let root = worktree.root.as_path();
     let git_dir: Option<&Path> = match &worktree.git {
         GitLayout::Main { git_dir } | GitLayout::Linked { git_dir, .. } => Some(git_dir),
         GitLayout::None => None,
@@ -705,9 +783,10 @@ fn normalize(p: &mut Protection) {
 }
 
 /// A main checkout's launch may write its linked worktrees that lie inside it (Claude
-/// Code's `.claude/worktrees/<name>`): their `.git` files, their protected paths, the
-/// repositories in them. So each one registered in `<git_dir>/worktrees/` whose top level
-/// lies under the main checkout's is protected as its own launch would protect it (its
+/// Code's `.claude/worktrees/<name>`), or under a directory `writable` says the agent may
+/// write (`/tmp/hotfix`): their `.git` files, their protected paths, the repositories in
+/// them. So each one registered in `<git_dir>/worktrees/` whose top level lies there is
+/// protected as its own launch would protect it (its
 /// `.git` and protected paths held read-only, the absent ones set aside as they appear),
 /// and its submodules are judged too ([`Protection::nested`]). Every other linked worktree
 /// has its git dir in the main checkout's `.git`, so its index and its submodules' git dirs
@@ -719,6 +798,7 @@ pub fn with_nested_worktrees(
     mut main: Protection,
     worktree: &Worktree,
     changes: &[Change],
+    writable: &dyn Fn(&Path) -> bool,
 ) -> Result<Protection, ProtectError> {
     let GitLayout::Main { git_dir } = &worktree.git else {
         return Ok(main);
@@ -765,15 +845,18 @@ pub fn with_nested_worktrees(
             own: own.clone(),
             why,
         };
+        // The agent writes all of one inside the main checkout, or under a writable grant
+        // (`/tmp/hotfix`): it is protected whole. Of any other, only its git dir here.
+        let whole = under(top, &worktree.root) || writable(top);
         let w = match crate::worktree::discover(top, Some(top)) {
             Ok(w) => w,
             // Removed by hand and not yet pruned: nothing there to protect.
             Err(_) if std::fs::symlink_metadata(top).is_err() => continue,
             // Elsewhere, a worktree that is not this one's: git there does not read it.
-            Err(_) if !under(top, &worktree.root) => continue,
+            Err(_) if !whole => continue,
             Err(e) => return Err(refused(e.to_string())),
         };
-        if !under(top, &worktree.root)
+        if !whole
             && !matches!(&w.git, GitLayout::Linked { git_dir, .. } if *git_dir == own || same_file(git_dir, &own))
         {
             continue;
@@ -789,7 +872,7 @@ pub fn with_nested_worktrees(
                 ))
             }
         }
-        if under(top, &worktree.root) {
+        if whole {
             let mut p = resolve(&w, changes)?;
             main.held.append(&mut p.held);
             main.absent.append(&mut p.absent);
@@ -809,6 +892,117 @@ pub fn with_nested_worktrees(
         normalize(&mut main);
     }
     Ok(main)
+}
+
+/// What becomes of the linked worktree registered at `entry` (`<admin>/<id>`) that the user
+/// did not have, judged against nothing: the agent added it inside the wall (or a launch
+/// whose watcher did not finish did). `root` is the main checkout's top level and `held`
+/// what its launch holds (the user's own). One whose top level lies in the main checkout
+/// and checks out both ways (its `.git` names this entry, whose `commondir` names this
+/// repository and whose `gitdir` names that `.git` back) is kept, with nothing of the
+/// agent's in its protected places. One outside the main checkout and every place the
+/// agent may write is the user's ([`Added::Users`]). Any other is refused: outside the
+/// main checkout the watcher may not write what git would read there.
+pub fn added(reg: &Registry, entry: &Path, root: &Path, held: &[Held]) -> Added {
+    let refuse = |why: String, top: &Path, dotgit: Option<PathBuf>| Added::Refused {
+        why,
+        top: top.to_path_buf(),
+        dotgit,
+        outside: false,
+    };
+    if !std::fs::symlink_metadata(entry).is_ok_and(|m| m.is_dir()) {
+        return refuse("its entry is not a directory".into(), entry, None);
+    }
+    let text = match crate::read_regular(&entry.join("gitdir"), 64 << 10) {
+        Ok(text) => text,
+        Err(e) => return refuse(format!("its gitdir cannot be read ({e})"), entry, None),
+    };
+    let text = String::from_utf8_lossy(&text);
+    let dotgit = lexical(&entry.join(Path::new(text.trim_end_matches(['\n', '\r']))));
+    let Some(top) = dotgit.parent() else {
+        return refuse("its gitdir names no worktree".into(), entry, None);
+    };
+    // Inside the main checkout as the kernel resolves it (a link on the way could lead out).
+    let real = std::fs::canonicalize(top).ok();
+    let inside = real.as_deref().filter(|t| under(t, root) && *t != root);
+    let Some(top) = inside else {
+        let theirs = real
+            .as_deref()
+            .is_none_or(|t| reg.writable.iter().any(|w| under(t, w)));
+        if theirs {
+            return Added::Refused {
+                why: "it lies outside the main checkout, where the watcher does not reach".into(),
+                top: top.to_path_buf(),
+                dotgit: None,
+                outside: true,
+            };
+        }
+        // Its `.git` is the user's (the watcher may not even read it); what names the
+        // common dir is in the entry, the agent's to write: it must name this repository.
+        let top = real.as_deref().unwrap_or(top);
+        let common = crate::read_regular(&entry.join("commondir"), 64 << 10)
+            .ok()
+            .and_then(|t| {
+                let t = String::from_utf8_lossy(&t);
+                std::fs::canonicalize(entry.join(t.trim_end_matches(['\n', '\r']))).ok()
+            });
+        if !common.is_some_and(|c| same_file(&c, &reg.common)) {
+            return Added::Refused {
+                why: "its commondir does not name this repository".into(),
+                top: top.to_path_buf(),
+                dotgit: None,
+                outside: true,
+            };
+        }
+        return Added::Users {
+            top: top.to_path_buf(),
+            aside: ["config.worktree", "modules"]
+                .iter()
+                .map(|name| Absent {
+                    path: entry.join(name),
+                    base: entry.to_path_buf(),
+                    reason: "in the git dir of a linked worktree added while the agent ran: the agent could write it".into(),
+                })
+                .collect(),
+        };
+    };
+    let dotgit = top.join(".git");
+    let users = held.iter().any(|h| h.path == dotgit);
+    let theirs = (!users && std::fs::symlink_metadata(&dotgit).is_ok()).then(|| dotgit.clone());
+    let w = match crate::worktree::discover(top, Some(top)) {
+        Ok(w) => w,
+        Err(e) => return refuse(e.to_string(), top, theirs),
+    };
+    if !checks_out(&w, entry, reg) {
+        return refuse(
+            "its `.git` does not name this entry, or its commondir names another repository".into(),
+            top,
+            theirs,
+        );
+    }
+    let p = match resolve_listed(&w, &reg.list) {
+        Ok(p) => p,
+        Err(e) => return refuse(e.to_string(), top, theirs),
+    };
+    let Some(subs) = p.submodules.clone() else {
+        return refuse("it has no index".into(), top, theirs);
+    };
+    let keep = [dotgit, entry.join("commondir"), entry.join("gitdir")];
+    let aside = crate::record::judged(&p)
+        .into_iter()
+        .filter(|a| !keep.contains(&a.path))
+        .collect();
+    Added::Checked {
+        top: top.to_path_buf(),
+        aside,
+        subs,
+    }
+}
+
+/// Whether `w` is a linked worktree of the repository of `reg` whose git dir is `entry`.
+fn checks_out(w: &Worktree, entry: &Path, reg: &Registry) -> bool {
+    matches!(&w.git, GitLayout::Linked { git_dir, common_dir: Some(common) }
+        if same_file(git_dir, entry) && same_file(common, &reg.common))
 }
 
 /// `p` with `.` and `..` components taken lexically.

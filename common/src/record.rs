@@ -24,7 +24,8 @@
 //!   (killed, which below Landlock ABI 6 the agent can do, or crashed) or that could not set
 //!   something aside: the worktree is judged against the record at the start.
 //! - `<key>`: the record, a line each: `p <hex path> <numbers>` for a protected path that
-//!   exists, `s <hex path> <numbers>` for a submodule (`-` for one that cannot be judged).
+//!   exists, `s <hex path> <numbers>` for a submodule (`-` for one that cannot be judged),
+//!   `w <hex path> <numbers>` for a main checkout's registered linked worktree.
 //!
 //! Nothing here follows a link inside the record directory, and each file is read as a
 //! regular file of bounded size: the agent cannot write there, but a record that cannot be
@@ -34,7 +35,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{openat, AtFlags, OFlag};
@@ -45,6 +46,10 @@ use crate::protect::{Absent, Hold, Protection};
 
 /// Where the records are kept under `$HOME`.
 pub const UNDER_HOME: &str = ".local/state/landwall/record";
+
+/// The record's first line. (Version 1 had no linked worktrees: read as none, never as a
+/// record that holds none of the user's.)
+const HEADER: &str = "landwall record 2";
 
 /// The largest record read.
 const MAX_RECORD: u64 = 16 << 20;
@@ -78,6 +83,51 @@ pub struct State {
     pub paths: BTreeMap<PathBuf, Ident>,
     /// The populated submodules.
     pub submodules: Populated,
+    /// A main checkout's registered linked worktrees: each entry of `<git dir>/worktrees/`
+    /// and what it is (device, inode, kind; its change time moves with every index git
+    /// writes there, its inode does not).
+    pub worktrees: BTreeMap<PathBuf, Ident>,
+}
+
+/// The entries of `admin` (`<git dir>/worktrees`), none if it does not exist. Opened
+/// without following a link: a link there (or a file) is an error, as is a directory that
+/// stays closed to its owner after its mode is put back (Landlock does not stop `chmod`).
+pub fn registered(admin: &Path) -> io::Result<BTreeMap<PathBuf, Ident>> {
+    let c = std::ffi::CString::new(admin.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY;
+    let fd = match crate::sys::open_no_symlinks(None, &c, flags) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(BTreeMap::new()),
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let path = crate::sys::open_no_symlinks(None, &c, libc::O_PATH | libc::O_DIRECTORY)?;
+            let mode = nix::sys::stat::fstat(&path)?.st_mode & 0o7777;
+            own(&path, mode | 0o700)?;
+            crate::sys::open_no_symlinks(None, &c, flags)?
+        }
+        Err(e) => return Err(e),
+    };
+    let mut dir = nix::dir::Dir::from_fd(fd)?;
+    let mut names = Vec::new();
+    for e in dir.iter() {
+        let name = e?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsString::from_vec(name));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for name in names {
+        let st = nix::sys::stat::fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        out.insert(
+            admin.join(&name),
+            vec![
+                st.st_dev as i64,
+                st.st_ino as i64,
+                i64::from(st.st_mode & libc::S_IFMT),
+            ],
+        );
+    }
+    Ok(out)
 }
 
 /// The protected paths judged: every one held read-only and every absent one, each with the
@@ -157,15 +207,26 @@ pub struct Unjudged {
 }
 
 impl State {
-    /// What is in the protected places `judged` and, with `subs`, which submodules git would
-    /// enter. A protected path that cannot be looked at is returned in the second list (the
-    /// caller sets it aside); an index that cannot be read whole is the error.
+    /// What is in the protected places `judged`, with `subs` which submodules git would
+    /// enter, and with `admin` which linked worktrees are registered ([`registered`]). A
+    /// protected path (or `admin`) that cannot be looked at is returned in the second list
+    /// (the caller sets it aside); an index that cannot be read whole is the error.
     pub fn now(
         judged: &[Absent],
         subs: Option<&crate::protect::Submodules>,
+        admin: Option<&Path>,
     ) -> Result<(State, Vec<Unjudged>), Unjudged> {
         let mut state = State::default();
         let mut unjudged = Vec::new();
+        if let Some(admin) = admin {
+            match registered(admin) {
+                Ok(w) => state.worktrees = w,
+                Err(error) => unjudged.push(Unjudged {
+                    path: admin.to_path_buf(),
+                    error,
+                }),
+            }
+        }
         for a in judged {
             match look(a) {
                 Ok(Some(id)) => {
@@ -197,9 +258,18 @@ impl State {
             .map(|(p, _)| p)
     }
 
+    /// The linked worktrees registered in `self` (now) that `basis` does not hold as they
+    /// are.
+    pub fn worktrees_not_in<'a>(&'a self, basis: &'a State) -> impl Iterator<Item = &'a PathBuf> {
+        self.worktrees
+            .iter()
+            .filter(|(p, id)| basis.worktrees.get(*p) != Some(*id))
+            .map(|(p, _)| p)
+    }
+
     /// The record's text.
     fn to_text(&self) -> Vec<u8> {
-        let mut out = b"landwall record 1\n".to_vec();
+        let mut out = format!("{HEADER}\n").into_bytes();
         let mut line = |tag: &str, path: &Path, id: Option<&Ident>| {
             out.extend_from_slice(tag.as_bytes());
             out.push(b' ');
@@ -222,6 +292,9 @@ impl State {
         for (p, id) in &self.submodules.0 {
             line("s", p, id.as_ref());
         }
+        for (p, id) in &self.worktrees {
+            line("w", p, Some(id));
+        }
         out
     }
 
@@ -229,7 +302,7 @@ impl State {
     fn from_text(text: &[u8]) -> Option<State> {
         let text = std::str::from_utf8(text).ok()?;
         let mut lines = text.lines();
-        if lines.next()? != "landwall record 1" {
+        if lines.next()? != HEADER {
             return None;
         }
         let mut state = State::default();
@@ -261,6 +334,9 @@ impl State {
                 }
                 "s" => {
                     state.submodules.0.insert(path, id);
+                }
+                "w" => {
+                    state.worktrees.insert(path, id?);
                 }
                 _ => return None,
             }
@@ -651,10 +727,17 @@ mod tests {
             .0
             .insert(PathBuf::from("lib"), Some(vec![1, 2]));
         s.submodules.0.insert(PathBuf::from("lib/deep"), None);
+        s.worktrees
+            .insert(PathBuf::from("/w/.git/worktrees/n"), vec![2, 9, 0o40000]);
         assert_eq!(State::from_text(&s.to_text()), Some(s));
-        assert_eq!(State::from_text(b"landwall record 2\n"), None);
-        assert_eq!(State::from_text(b"landwall record 1\nq 00 1\n"), None);
-        assert_eq!(State::from_text(b"landwall record 1\np 0 1\n"), None);
+        assert_eq!(
+            State::from_text(b"landwall record 2\n"),
+            Some(State::default())
+        );
+        // Version 1 knew no worktrees: read as no record.
+        assert_eq!(State::from_text(b"landwall record 1\n"), None);
+        assert_eq!(State::from_text(b"landwall record 2\nq 00 1\n"), None);
+        assert_eq!(State::from_text(b"landwall record 2\np 0 1\n"), None);
     }
 
     #[test]

@@ -225,6 +225,9 @@ fn watch(
             for subs in protection.submodules.iter().chain(&protection.nested) {
                 n.watch_submodules(subs)?;
             }
+            if let Some(reg) = &protection.registry {
+                n.watch_registry(reg)?;
+            }
             Ok(n)
         }) {
             Ok(n) => notify = Some(n),
@@ -232,7 +235,7 @@ fn watch(
         }
     }
     let mut swept = Sweep::default();
-    let basis = match start_basis(&judged, subs, record.as_mut(), &mut swept) {
+    let basis = match start_basis(&judged, protection, record.as_mut(), &mut swept) {
         Ok(basis) => basis,
         Err(e) => {
             return fail(
@@ -246,7 +249,7 @@ fn watch(
     let nested: Vec<(&crate::protect::Submodules, crate::gitlinks::Populated)> = protection
         .nested
         .iter()
-        .map(|n| (n, state_now(&[], Some(n), &mut swept).submodules))
+        .map(|n| (n, state_now(&[], Some(n), None, &mut swept).submodules))
         .collect();
     // What was set aside before the agent ran, and what earlier watchers set aside after
     // they had given the terminal back: said now, while the terminal is the user's.
@@ -374,11 +377,16 @@ impl Sweep {
 /// place for it, or none yet), what is there now.
 fn start_basis(
     judged: &[Absent],
-    subs: Option<&crate::protect::Submodules>,
+    protection: &Protection,
     record: Option<&mut Record>,
     swept: &mut Sweep,
 ) -> io::Result<State> {
-    let now = state_now(judged, subs, swept);
+    let now = state_now(
+        judged,
+        protection.submodules.as_ref(),
+        admin(protection),
+        swept,
+    );
     let Some(record) = record else {
         return Ok(now);
     };
@@ -395,7 +403,7 @@ fn start_basis(
             } else {
                 // An earlier launch did not finish: what it may have left is judged now.
                 let before = swept.failed;
-                swept.add(judge(&now, &saved, judged, subs));
+                judge(&now, &saved, judged, protection, swept);
                 if swept.failed == before {
                     record.forget(&left)?;
                 }
@@ -413,18 +421,31 @@ fn start_basis(
     Ok(basis)
 }
 
+/// Where a main checkout's linked worktrees are registered, if the launch judges them.
+fn admin(protection: &Protection) -> Option<&Path> {
+    protection.registry.as_ref().map(|r| r.admin.as_path())
+}
+
 /// [`State::now`], what cannot be judged set aside first: a protected path it cannot look
-/// at, an index it cannot read whole (git rebuilds one from the tree: `git reset`).
+/// at, an index it cannot read whole (git rebuilds one from the tree: `git reset`), a
+/// `worktrees/` directory it cannot list (a link there, or a file: git would follow it).
 fn state_now(
     judged: &[Absent],
     subs: Option<&crate::protect::Submodules>,
+    admin: Option<&Path>,
     swept: &mut Sweep,
 ) -> State {
-    match State::now(judged, subs) {
+    match State::now(judged, subs, admin) {
         Ok((state, unjudged)) => {
             for u in unjudged {
-                let a = judged.iter().find(|a| a.path == u.path);
-                if let Some(a) = a {
+                if Some(u.path.as_path()) == admin {
+                    let a = Absent {
+                        base: u.path.parent().unwrap_or(&u.path).to_path_buf(),
+                        path: u.path.clone(),
+                        reason: "where git registers the linked worktrees".into(),
+                    };
+                    swept.add(vec![aside_line(&a, Some(&u.error))]);
+                } else if let Some(a) = judged.iter().find(|a| a.path == u.path) {
                     swept.add(vec![aside_line(a, Some(&u.error))]);
                 }
             }
@@ -434,7 +455,7 @@ fn state_now(
             swept.add(vec![index_aside(&u.path, &u.error)]);
             // Gone now, or said loudly: the paths once more, with no submodules (git enters
             // none without an index).
-            match State::now(judged, None) {
+            match State::now(judged, None, admin) {
                 Ok((state, _)) => state,
                 Err(_) => State::default(),
             }
@@ -443,26 +464,284 @@ fn state_now(
 }
 
 /// Sets aside what `now` holds that `basis` does not hold as it is: protected paths (or the
-/// link on the way to one), and the `.git` of submodules. A line for each, with whether it
-/// was set aside.
+/// link on the way to one), the `.git` of submodules, and what is in the linked worktrees
+/// registered since ([`added_aside`]). A line for each, with whether it was set aside.
 fn judge(
     now: &State,
     basis: &State,
     judged: &[Absent],
-    subs: Option<&crate::protect::Submodules>,
-) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
+    protection: &Protection,
+    swept: &mut Sweep,
+) {
     for path in now.paths_not_in(basis) {
         if let Some(a) = judged.iter().find(|a| a.path == *path) {
-            out.push(aside_line(a, None));
+            swept.add(vec![aside_line(a, None)]);
         }
     }
-    if let Some(subs) = subs {
+    if let Some(subs) = &protection.submodules {
         for rel in now.submodules.not_in(&basis.submodules) {
-            out.extend(submodule_aside(subs, &rel));
+            swept.add(submodule_aside(subs, &rel));
         }
     }
-    out
+    if let Some(reg) = &protection.registry {
+        for entry in now.worktrees_not_in(basis) {
+            added_aside(reg, entry, protection, Look::Final, true, swept);
+        }
+    }
+}
+
+/// How a linked worktree the agent added is looked at ([`added_aside`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// While the agent runs: what git is still writing is let be. A protected file the
+    /// user has at the same place in the main checkout waits for the end (a checkout
+    /// half-written would not compare); one that does not check out is refused once it
+    /// has stayed so for [`GRACE`] (`git worktree add` writes the entry before the
+    /// worktree's `.git` and `commondir`); one outside the main checkout waits for the end.
+    Running,
+    /// After the agent, while what it left runs: as at the end, but one that does not
+    /// check out is given [`GRACE`] too, and one outside waits for the end.
+    Lingering,
+    /// The end (or the start): everything judged, nothing let be.
+    Final,
+}
+
+/// How long a linked worktree added while the agent runs may fail to check out before it
+/// is refused: `git worktree add` writes its few files in milliseconds.
+const GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// While the agent runs, or what it left: each linked worktree registered since the start
+/// is judged ([`added_aside`]), and each kept is watched, so that what appears in its
+/// protected places is set aside at once. Returns how soon to look again at one that does
+/// not check out yet (`waiting`: since when it has not).
+fn added_live(
+    protection: &Protection,
+    basis: &State,
+    look: Look,
+    waiting: &mut std::collections::HashMap<std::path::PathBuf, std::time::Instant>,
+    n: &mut Notify,
+    swept: &mut Sweep,
+) -> io::Result<Option<std::time::Duration>> {
+    let Some(reg) = &protection.registry else {
+        return Ok(None);
+    };
+    let now = state_now(&[], None, Some(&reg.admin), swept);
+    waiting.retain(|e, _| now.worktrees.contains_key(e));
+    for entry in now.worktrees_not_in(basis) {
+        // What git writes in it (its `.git` comes before its index) brings it back here.
+        n.watch_entry(entry)?;
+        let since = *waiting
+            .entry(entry.clone())
+            .or_insert_with(std::time::Instant::now);
+        let late = since.elapsed() >= GRACE;
+        match added_aside(reg, entry, protection, look, late, swept) {
+            Judged::Kept(aside, subs) => {
+                waiting.remove(entry);
+                n.watch(&aside)?;
+                n.watch_submodules(&subs)?;
+            }
+            Judged::Done => {
+                waiting.remove(entry);
+            }
+            Judged::Later => {}
+        }
+    }
+    n.watch_registry(reg)?;
+    Ok(waiting
+        .values()
+        .map(|t| GRACE.saturating_sub(t.elapsed()))
+        .min())
+}
+
+/// What [`added_aside`] made of a linked worktree the agent added.
+enum Judged {
+    /// Kept, its protected paths and submodules judged: to be watched.
+    Kept(Vec<Absent>, crate::protect::Submodules),
+    /// Judged whole: refused, or the user's.
+    Done,
+    /// Let be, for now.
+    Later,
+}
+
+/// A linked worktree registered at `entry` that the user did not have
+/// ([`crate::protect::added`]), looked at as `look` says: one kept has every protected path
+/// in it set aside (but one the same as the user's own at the same place in the main
+/// checkout: a checkout of the same commit), and every submodule git would enter there.
+/// One refused has its entry moved out of `worktrees/` (git in it then finds no repository,
+/// and no launch there starts), and its `.git` in the main checkout set aside. `late`: it
+/// has not checked out for [`GRACE`].
+fn added_aside(
+    reg: &crate::protect::Registry,
+    entry: &Path,
+    protection: &Protection,
+    look: Look,
+    late: bool,
+    swept: &mut Sweep,
+) -> Judged {
+    use crate::protect::Added;
+    match crate::protect::added(reg, entry, &protection.root, &protection.held) {
+        Added::Checked {
+            top,
+            mut aside,
+            subs,
+        } => {
+            if look == Look::Running {
+                aside.retain(|a| users_at(a, &top, protection).is_none());
+            } else {
+                aside.retain(|a| !same_as_users(a, &top, protection));
+            }
+            swept.add(sweep_absent(&aside));
+            let now = state_now(&[], Some(&subs), None, swept);
+            for rel in now.submodules.0.keys() {
+                swept.add(submodule_aside(&subs, rel));
+            }
+            Judged::Kept(aside, subs)
+        }
+        // Outside, nothing is watched: judged at the end only.
+        Added::Users { .. } | Added::Refused { outside: true, .. } if look != Look::Final => {
+            Judged::Later
+        }
+        Added::Users { top, aside } => {
+            for (line, ok) in sweep_absent(&aside) {
+                swept.add(vec![(
+                    format!(
+                        "{line} (the linked worktree {} was added while the agent ran)",
+                        top.display()
+                    ),
+                    ok,
+                )]);
+            }
+            Judged::Done
+        }
+        Added::Refused { .. } if look != Look::Final && !late => Judged::Later,
+        Added::Refused {
+            why, top, dotgit, ..
+        } => {
+            swept.add(vec![match entry_aside(reg, entry) {
+                Ok(Some(aside)) => (
+                    format!(
+                        "the linked worktree {} was added while the agent ran, and {why}: its entry {} moved aside to {}, so your git there finds no repository; look at it, then remove the worktree's directory, or add it again outside the wall",
+                        top.display(),
+                        entry.display(),
+                        aside.display()
+                    ),
+                    true,
+                ),
+                Ok(None) => (String::new(), true),
+                Err(e) => (
+                    format!(
+                        "the linked worktree {} was added while the agent ran, and {why}, but its entry {} could not be set aside ({e}): do not run git there before you look at {}",
+                        top.display(),
+                        entry.display(),
+                        entry.display()
+                    ),
+                    false,
+                ),
+            }]);
+            if let Some(dotgit) = dotgit {
+                let a = Absent {
+                    base: protection.root.clone(),
+                    path: dotgit,
+                    reason: "the `.git` of a linked worktree the agent added".into(),
+                };
+                swept.add(vec![aside_line(&a, None)]);
+            }
+            Judged::Done
+        }
+    }
+}
+
+/// The user's own at the place in the main checkout of the protected path `a` of the new
+/// linked worktree at `top`, if this launch holds it read-only.
+fn users_at(a: &Absent, top: &Path, protection: &Protection) -> Option<std::path::PathBuf> {
+    let rel = a.path.strip_prefix(top).ok()?;
+    let users = protection.root.join(rel);
+    protection.covering(&users).map(|_| users)
+}
+
+/// Whether the protected path `a` of the new linked worktree at `top` is, file for file,
+/// the same as the user's own ([`users_at`]): kind, mode and bytes, no link anywhere, a
+/// bounded tree. Then it runs nothing the user's own does not.
+fn same_as_users(a: &Absent, top: &Path, protection: &Protection) -> bool {
+    let Some(users) = users_at(a, top, protection) else {
+        return false;
+    };
+    let mut budget = SAME_BUDGET;
+    same_tree(&a.path, &users, &mut budget).unwrap_or(false)
+}
+
+/// How many entries, and bytes, [`same_as_users`] compares at most.
+const SAME_BUDGET: (usize, u64) = (256, 4 << 20);
+
+fn same_tree(a: &Path, b: &Path, budget: &mut (usize, u64)) -> io::Result<bool> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let (ma, mb) = (fs::symlink_metadata(a)?, fs::symlink_metadata(b)?);
+    if budget.0 == 0 || ma.mode() != mb.mode() {
+        return Ok(false);
+    }
+    budget.0 -= 1;
+    if ma.is_file() {
+        if ma.len() != mb.len() || ma.len() > budget.1 {
+            return Ok(false);
+        }
+        budget.1 -= ma.len();
+        let read = |p: &Path| -> io::Result<Vec<u8>> {
+            let mut f = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(p)?;
+            let mut out = Vec::new();
+            io::Read::read_to_end(&mut io::Read::take(&mut f, ma.len() + 1), &mut out)?;
+            Ok(out)
+        };
+        return Ok(read(a)? == read(b)?);
+    }
+    if !ma.is_dir() {
+        return Ok(false);
+    }
+    let names = |p: &Path| -> io::Result<Vec<std::ffi::OsString>> {
+        let mut v = fs::read_dir(p)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<io::Result<Vec<_>>>()?;
+        v.sort();
+        Ok(v)
+    };
+    let (na, nb) = (names(a)?, names(b)?);
+    if na != nb {
+        return Ok(false);
+    }
+    for n in na {
+        if !same_tree(&a.join(&n), &b.join(&n), budget)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Moves the registered worktree `entry` out of `<common>/worktrees/` into the common dir
+/// (`worktree-<id>.landwall-swept-…`), where git looks for no worktree: renamed aside in
+/// its own directory, it would still be one. `None` if it is gone.
+fn entry_aside(
+    reg: &crate::protect::Registry,
+    entry: &Path,
+) -> io::Result<Option<std::path::PathBuf>> {
+    let open = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        sys::open_no_symlinks(None, &c, libc::O_RDONLY | libc::O_DIRECTORY)
+    };
+    let (Some(name), Some(admin)) = (entry.file_name(), entry.parent()) else {
+        return Ok(None);
+    };
+    let from = open(admin)?;
+    let to = open(&reg.common)?;
+    let mut prefix = std::ffi::OsString::from("worktree-");
+    prefix.push(name);
+    match crate::rename_aside_into(from.as_fd(), name, to.as_fd(), &prefix) {
+        Ok(aside) => Ok(Some(reg.common.join(aside))),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Sets `a` (or the link on the way to it) aside; the line says so, or why not.
@@ -592,8 +871,11 @@ fn run(
     let subs = protection.submodules.as_ref();
     // What appeared between the start's look and the watches.
     swept.add(sweep_absent(sweep));
+    // The linked worktrees added that do not check out yet, and when to look at them again.
+    let mut waiting = std::collections::HashMap::new();
+    let mut again = None;
     loop {
-        let (exited, changed) = match wait_either(&end, notify.as_ref()) {
+        let (exited, changed) = match wait_either(&end, notify.as_ref(), again) {
             Ok(ready) => ready,
             Err(e) => {
                 end_agent(&end, &format!("waiting for the agent: {e}"), swept);
@@ -606,7 +888,7 @@ fn run(
             // A directory on the way may have appeared: watch it too.
             let mut watched = n.watch(sweep);
             if let (true, Some(subs)) = (submodules_moved, subs) {
-                let now = state_now(&[], Some(subs), swept);
+                let now = state_now(&[], Some(subs), None, swept);
                 for rel in now.submodules.not_in(&basis.submodules) {
                     swept.add(submodule_aside(subs, &rel));
                 }
@@ -618,6 +900,16 @@ fn run(
                     watched = watched.and_then(|()| n.watch_submodules(subs));
                 }
             }
+            let look = match end {
+                End::Agent(_) => Look::Running,
+                End::Last(_) => Look::Lingering,
+            };
+            watched = match watched {
+                Ok(()) => {
+                    added_live(protection, basis, look, &mut waiting, n, swept).map(|a| again = a)
+                }
+                Err(e) => Err(e),
+            };
             if let Err(e) = watched {
                 end_agent(&end, &format!("inotify: {e}"), swept);
             }
@@ -629,8 +921,8 @@ fn run(
     // The end, judged whole: the sweep first, since it is what a command run right after
     // the agent must not meet.
     swept.add(sweep_absent(sweep));
-    let now = state_now(judged, subs, swept);
-    swept.add(judge(&now, basis, judged, subs));
+    let now = state_now(judged, subs, admin(protection), swept);
+    judge(&now, basis, judged, protection, swept);
     for (subs, was) in nested {
         judge_nested(subs, was, swept);
     }
@@ -643,7 +935,7 @@ fn judge_nested(
     was: &crate::gitlinks::Populated,
     swept: &mut Sweep,
 ) {
-    let now = state_now(&[], Some(subs), swept);
+    let now = state_now(&[], Some(subs), None, swept);
     for rel in now.submodules.not_in(was) {
         swept.add(submodule_aside(subs, &rel));
     }
@@ -763,6 +1055,30 @@ impl Notify {
         Ok(())
     }
 
+    /// Watches a registered worktree's entry for what is written or renamed in it.
+    fn watch_entry(&self, entry: &Path) -> io::Result<()> {
+        use nix::sys::inotify::AddWatchFlags;
+        let mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_ONLYDIR
+            | AddWatchFlags::IN_DONT_FOLLOW;
+        match self.inotify.add_watch(entry, mask) {
+            Ok(_) | Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Watches where linked worktrees are registered (or, before the first, where that
+    /// directory would appear).
+    fn watch_registry(&self, reg: &crate::protect::Registry) -> io::Result<()> {
+        self.watch(&[Absent {
+            path: reg.admin.join("x"),
+            base: reg.common.clone(),
+            reason: "".into(),
+        }])
+    }
+
     /// Watches, for each absent path, the nearest directory on the way that exists (a
     /// directory already watched is watched once).
     fn watch(&self, sweep: &[Absent]) -> io::Result<()> {
@@ -813,7 +1129,11 @@ impl Notify {
 
 /// Waits for the end (the agent's pidfd readable, the listener hung up) or an inotify
 /// event. Returns (ended, changed).
-fn wait_either(end: &End<'_>, notify: Option<&Notify>) -> io::Result<(bool, bool)> {
+fn wait_either(
+    end: &End<'_>,
+    notify: Option<&Notify>,
+    timeout: Option<std::time::Duration>,
+) -> io::Result<(bool, bool)> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     // A listener that hears no system call is readable never; it polls POLLHUP (always
     // reported) once no task uses the filter.
@@ -825,8 +1145,16 @@ fn wait_either(end: &End<'_>, notify: Option<&Notify>) -> io::Result<(bool, bool
     if let Some(n) = notify {
         fds.push(PollFd::new(n.inotify.as_fd(), PollFlags::POLLIN));
     }
+    let timeout = match timeout {
+        // At least a millisecond: none would spin.
+        Some(t) => PollTimeout::try_from(t.max(std::time::Duration::from_millis(1)))
+            .unwrap_or(PollTimeout::MAX),
+        None => PollTimeout::NONE,
+    };
     loop {
-        match poll(&mut fds, PollTimeout::NONE) {
+        match poll(&mut fds, timeout) {
+            // Timed out: a look again is due, as if something had changed.
+            Ok(0) => return Ok((false, notify.is_some())),
             Ok(_) => break,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),

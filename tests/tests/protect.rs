@@ -804,6 +804,22 @@ enum Vector {
     /// Main checkout only: a repository made at that nested worktree's unpopulated gitlink
     /// `sm` (in place, and renamed into place): the user's `git status` there enters it.
     NestedWorktreeSubmodule,
+    /// Main checkout only: the agent adds a linked worktree (`.claude/worktrees/x`, as
+    /// `claude --worktree` does) and points its `.git` at a git dir of its own.
+    AddedGitFile,
+    /// The same, with the new worktree's `commondir` naming a copy of the common dir.
+    AddedCommondir,
+    /// The same, with a repository nested and staged in the new worktree.
+    AddedSubmodule,
+    /// The same, with `core.fsmonitor` in the new worktree's `config.worktree`
+    /// (`extensions.worktreeConfig`).
+    AddedWorktreeConfig,
+    /// The agent adds a linked worktree under `/tmp` (which it may write) and stages a
+    /// repository in it.
+    AddedOutside,
+    /// A linked worktree the user made under `/tmp`, which the agent may write: its `.git`
+    /// pointed at a git dir the agent wrote.
+    WritableWorktreeGitFile,
     /// Found by review: a repository the agent makes in the worktree, with `core.fsmonitor`
     /// in its own config, staged and committed as a submodule: the user's `git status` at the
     /// top runs `git status` inside it.
@@ -1018,6 +1034,39 @@ fn plant_script(s: &Scene, v: Vector) -> String {
             "printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > .claude/worktrees/n/.git".into(),
             "printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > lw-gf && mv -f lw-gf .claude/worktrees/n/.git".into(),
         ],
+        (Vector::AddedGitFile, _) => vec![
+            ADD_X.into(),
+            "rm -rf lw-evil && git init -q lw-evil && git -C lw-evil config core.fsmonitor \"$P\"".into(),
+            "printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > .claude/worktrees/x/.git".into(),
+        ],
+        (Vector::AddedCommondir, _) => vec![
+            ADD_X.into(),
+            format!("rm -rf lw-common && mkdir lw-common && cp -a {common}/config {common}/hooks {common}/objects {common}/refs {common}/HEAD {common}/worktrees lw-common/ && git config -f lw-common/config core.fsmonitor \"$P\""),
+            "printf '%s\\n' \"$PWD/lw-common\" > .git/worktrees/x/commondir".into(),
+        ],
+        (Vector::AddedSubmodule, _) => vec![
+            ADD_X.into(),
+            format!("cd .claude/worktrees/x && {NEST_LIB} && {STAGE_LIB}"),
+        ],
+        (Vector::AddedWorktreeConfig, _) => vec![
+            ADD_X.into(),
+            "git -C .claude/worktrees/x config --worktree core.fsmonitor \"$P\"".into(),
+        ],
+        (Vector::AddedOutside, _) => {
+            let d = q(tmp_worktree(s, "added"));
+            vec![
+                format!("rm -rf {d}; git worktree prune; git worktree add -q -B y {d}"),
+                format!("cd {d} && {NEST_LIB} && {STAGE_LIB}"),
+            ]
+        }
+        (Vector::WritableWorktreeGitFile, _) => {
+            let d = q(tmp_worktree(s, "hot"));
+            vec![
+                "rm -rf lw-evil && git init -q lw-evil && git -C lw-evil config core.fsmonitor \"$P\"".into(),
+                format!("printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > {d}/.git"),
+                format!("printf 'gitdir: %s\\n' \"$PWD/lw-evil/.git\" > {d}/lw-gf && mv -f {d}/lw-gf {d}/.git"),
+            ]
+        }
         (Vector::NestedWorktreeSubmodule, _) => vec![
             "git init -q .claude/worktrees/n/sm && git -C .claude/worktrees/n/sm config core.fsmonitor \"$P\"".into(),
             "rm -rf lw-stash && mkdir lw-stash && git init -q lw-stash/sm && git -C lw-stash/sm config core.fsmonitor \"$P\" && rm -rf .claude/worktrees/n/sm && mv lw-stash/sm .claude/worktrees/n/sm".into(),
@@ -1027,6 +1076,16 @@ fn plant_script(s: &Scene, v: Vector) -> String {
         sc.push_str(&format!("( {step} ) 2>&1; echo \"step {i}: $?\"\n"));
     }
     sc
+}
+
+/// Adds the linked worktree `.claude/worktrees/x` from the main checkout (again, after an
+/// earlier run of the same script: whatever it left is removed first).
+const ADD_X: &str = "rm -rf .claude/worktrees/x; git worktree prune; mkdir -p .claude/worktrees && git worktree add -q -B x .claude/worktrees/x";
+
+/// A linked worktree's place under `/tmp`, which every agent may write, for one scene.
+fn tmp_worktree(s: &Scene, tag: &str) -> PathBuf {
+    let name = s.sb.root.file_name().expect("scene name").to_string_lossy();
+    PathBuf::from(format!("/tmp/lw-{tag}-{name}"))
 }
 
 /// The user's next `git status` and `git commit` in `dir`, outside the wall.
@@ -1050,7 +1109,7 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
     }
     let mut s = Scene::new("prot-nextgit", who, layout, false);
     match v {
-        Vector::WorktreeConfig | Vector::OtherWorktreeConfig => {
+        Vector::WorktreeConfig | Vector::OtherWorktreeConfig | Vector::AddedWorktreeConfig => {
             s.sb.git_root(&s.main, &["config", "extensions.worktreeConfig", "true"]);
         }
         Vector::OtherWorktreeIndex => {
@@ -1116,6 +1175,26 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
         }
         Vector::NestedWorktreeGitFile | Vector::NestedWorktreeSubmodule => {
             nest_worktree(&s);
+        }
+        Vector::WritableWorktreeGitFile => {
+            let d = tmp_worktree(&s, "hot");
+            remove_if_there(&d);
+            s.sb.git_root(
+                &s.main,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    d.to_str().expect("utf8"),
+                    "-b",
+                    "hot",
+                ],
+            );
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&d, uid, gid);
+                chown_tree(&s.common, uid, gid);
+            }
         }
         Vector::HooksPathDir | Vector::HooksPathNamedByConfig => {
             let rel = if v == Vector::HooksPathDir {
@@ -1231,14 +1310,21 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
         Vector::NestedWorktreeGitFile | Vector::NestedWorktreeSubmodule => {
             s.wt.join(".claude/worktrees/n")
         }
+        Vector::AddedGitFile
+        | Vector::AddedCommondir
+        | Vector::AddedSubmodule
+        | Vector::AddedWorktreeConfig => s.wt.join(".claude/worktrees/x"),
+        Vector::AddedOutside => tmp_worktree(&s, "added"),
+        Vector::WritableWorktreeGitFile => tmp_worktree(&s, "hot"),
         _ => s.wt.clone(),
     };
     let script = plant_script(&s, v);
     let pwned = s.pwned();
     let out = s.run_walled(&script);
     for g in users_next_git(&s, &dir) {
+        // A worktree the agent added outside the checkout is no repository any more.
         assert!(
-            g.status.success(),
+            g.status.success() || v == Vector::AddedOutside,
             "{v:?} ({who:?}, {layout:?}): the user's git failed after the agent ran:\n{}\nthe agent:\n{}",
             describe(&g),
             describe(&out)
@@ -1264,6 +1350,9 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
         "{v:?} ({who:?}, {layout:?}) control ran: {}",
         std::fs::read_to_string(&pwned).unwrap_or_default().trim()
     );
+    if dir.starts_with("/tmp") {
+        remove_if_there(&dir);
+    }
 }
 
 fn next_git_runs_nothing_planted(who: Who, layout: Layout) {
@@ -1327,6 +1416,319 @@ fn other_worktrees(who: Who) {
     ] {
         vector_case(who, Layout::Main, v);
     }
+}
+
+// Found by review: a linked worktree the agent adds inside the wall is its whole, and one
+// the user keeps under a directory the agent may write is the agent's to rewrite.
+
+fn added_worktrees(who: Who) {
+    for v in [
+        Vector::AddedGitFile,
+        Vector::AddedCommondir,
+        Vector::AddedSubmodule,
+        Vector::AddedWorktreeConfig,
+        Vector::AddedOutside,
+        Vector::WritableWorktreeGitFile,
+    ] {
+        vector_case(who, Layout::Main, v);
+    }
+}
+
+#[test]
+fn users_next_git_in_a_worktree_the_agent_added_runs_nothing_planted() {
+    added_worktrees(Who::Root);
+}
+
+#[test]
+fn users_next_git_in_a_worktree_the_agent_added_runs_nothing_planted_unprivileged() {
+    added_worktrees(Who::User);
+}
+
+/// The main checkout's agent adds a linked worktree (`.claude/worktrees/x`) in a repository
+/// that commits protected files, rewrites one of them there and plants `.envrc` and
+/// `.vscode/tasks.json` (not committed in this scene: removed first). Walled: what it planted
+/// or changed is set aside, what is the same as the user's own in the main checkout stays
+/// (nothing to do again after `claude --worktree`), and the first launch in the new worktree
+/// takes nothing of it for the user's. The control: the same outside the wall, all stays.
+fn added_worktree_files(who: Who) {
+    let script = format!("{ADD_X} && cd .claude/worktrees/x && rm -f .envrc .vscode/tasks.json && echo planted > .envrc && echo planted > .vscode/tasks.json && echo '{{\"hooks\": {{\"planted\": 1}}}}' > .claude/settings.json; echo wrote=$?");
+    let x = |s: &Scene| s.wt.join(".claude/worktrees/x");
+    {
+        let s = Scene::new("prot24-added-ctl", who, Layout::Main, true);
+        let out = s.run_control(&script);
+        assert!(
+            holds_planted(&x(&s).join(".envrc"))
+                && holds_planted(&x(&s).join(".vscode/tasks.json")),
+            "control: the files were not written, so the walled check proves nothing:\n{}",
+            describe(&out)
+        );
+    }
+    let s = Scene::new("prot24-added", who, Layout::Main, true);
+    let out = s.run_walled(&script);
+    assert!(stdout(&out).contains("wrote=0"), "{}", describe(&out));
+    let x = x(&s);
+    for rel in [".envrc", ".vscode/tasks.json"] {
+        assert!(
+            unplanted_soon(&x.join(rel)),
+            "{who:?}: the agent left {rel} in the worktree it added:\n{}",
+            describe(&out)
+        );
+    }
+    let settings = x.join(".claude/settings.json");
+    assert!(
+        !std::fs::read_to_string(&settings).is_ok_and(|t| t.contains("planted")),
+        "{who:?}: the changed .claude/settings.json stayed:\n{}",
+        describe(&out)
+    );
+    for (rel, text) in PROJECT_FILES {
+        if [".envrc", ".vscode/tasks.json", ".claude/settings.json"].contains(rel) {
+            continue;
+        }
+        assert_eq!(
+            std::fs::read_to_string(x.join(rel)).ok().as_deref(),
+            Some(*text),
+            "{who:?}: {rel}, checked out as the user has it, was set aside:\n{}",
+            describe(&out)
+        );
+    }
+    let mut c = s.walled("echo in-x");
+    c.current_dir(&x);
+    let two = output_within(&mut c, Duration::from_secs(60));
+    assert!(stdout(&two).contains("in-x"), "{}", describe(&two));
+    for rel in [".envrc", ".vscode/tasks.json", ".claude/settings.json"] {
+        assert!(
+            !holds_planted(&x.join(rel)),
+            "{who:?}: {rel} is back:\n{}",
+            describe(&two)
+        );
+    }
+}
+
+#[test]
+fn a_worktree_the_agent_added_keeps_nothing_it_planted() {
+    added_worktree_files(Who::Root);
+}
+
+#[test]
+fn a_worktree_the_agent_added_keeps_nothing_it_planted_unprivileged() {
+    added_worktree_files(Who::User);
+}
+
+/// The main checkout's agent adds a linked worktree and, still running, stages a repository
+/// in it (its `core.fsmonitor` the payload) and writes `.envrc` there, then waits. Walled:
+/// both are set aside while it runs, and the user's `git status` in the new worktree runs
+/// nothing meanwhile. The control: the same outside the wall, and the payload runs.
+fn added_worktree_while_it_runs(who: Who) {
+    let script = |s: &Scene| {
+        format!(
+            "{payload}; {ADD_X} && cd .claude/worktrees/x && {NEST_LIB} && {STAGE_LIB} && echo planted > .envrc && touch ../../../lw-ready; i=0; while [ ! -e ../../../lw-go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo done",
+            payload = issue24_payload(s)
+        )
+    };
+    let x = |s: &Scene| s.wt.join(".claude/worktrees/x");
+    {
+        let s = Scene::new("prot24-added-live-ctl", who, Layout::Main, false);
+        std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+        let out = s.run_control(&script(&s));
+        let gits = users_next_git(&s, &x(&s));
+        assert!(
+            s.pwned().exists(),
+            "{who:?}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}",
+            describe(&out),
+            describe_all(&gits)
+        );
+    }
+    let s = Scene::new("prot24-added-live", who, Layout::Main, false);
+    let mut c = s.walled(&script(&s));
+    c.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().expect("spawn the agent");
+    let ready = appears_soon(&s.wt.join("lw-ready"));
+    let x = x(&s);
+    let git_aside = aside_or_gone_soon(&x.join("lw-lib/.git"));
+    let envrc_aside = unplanted_soon(&x.join(".envrc"));
+    let gits = users_next_git(&s, &x);
+    std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+    let out = child.wait_with_output().expect("wait for the agent");
+    s.settle();
+    assert!(ready, "the agent did not plant:\n{}", describe(&out));
+    assert!(
+        !s.pwned().exists() && git_aside && envrc_aside,
+        "{who:?}: while the agent ran, its plants in the worktree it added stood (payload ran: {}, lw-lib/.git set aside: {git_aside}, .envrc: {envrc_aside}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&out),
+        describe_all(&gits)
+    );
+}
+
+#[test]
+fn a_worktree_the_agent_adds_is_judged_while_it_runs() {
+    added_worktree_while_it_runs(Who::Root);
+}
+
+#[test]
+fn a_worktree_the_agent_adds_is_judged_while_it_runs_unprivileged() {
+    added_worktree_while_it_runs(Who::User);
+}
+
+/// The main checkout's agent adds a linked worktree and leaves a process of its own session
+/// that, a second after the agent has exited, stages a repository there (moved into place)
+/// and writes `.envrc`, then stays. Walled: while it still runs, both are set aside and the
+/// user's git there runs nothing. The control: the same outside the wall, and it runs.
+fn added_worktree_left_running(who: Who) {
+    let script = |s: &Scene| {
+        format!(
+            "{payload}; {ADD_X} && cd .claude/worktrees/x && rm -rf .lw-stash && mkdir .lw-stash && git init -q .lw-stash/lib && git -C .lw-stash/lib -c user.name=a -c user.email=a@a.invalid commit -q --allow-empty -m lib && git -C .lw-stash/lib config core.fsmonitor \"$P\" && git update-index --add --cacheinfo 160000,$(git -C .lw-stash/lib rev-parse HEAD),lw-lib && setsid sh -c 'sleep 1; mv .lw-stash/lib lw-lib; echo planted > .envrc; echo $$ > lw-bg-pid; echo done > lw-bg-done; exec sleep 30' </dev/null >/dev/null 2>&1 & echo first=$?",
+            payload = issue24_payload(s)
+        )
+    };
+    let x = |s: &Scene| s.wt.join(".claude/worktrees/x");
+    {
+        let s = Scene::new("prot24-added-linger-ctl", who, Layout::Main, false);
+        let one = s.run_control(&script(&s));
+        assert!(
+            appears_soon(&x(&s).join("lw-bg-done")),
+            "control: the background did not plant:\n{}",
+            describe(&one)
+        );
+        let gits = users_next_git(&s, &x(&s));
+        end_lingering(&x(&s).join("lw-bg-pid"));
+        assert!(
+            s.pwned().exists() && holds_planted(&x(&s).join(".envrc")),
+            "{who:?}: control: the plant did not take, so the walled check proves nothing:\n{}\n{}",
+            describe(&one),
+            describe_all(&gits)
+        );
+    }
+    let s = Scene::new("prot24-added-linger", who, Layout::Main, false);
+    let mut c = s.walled(&script(&s));
+    let one = output_within(&mut c, Duration::from_secs(60));
+    assert!(stdout(&one).contains("first=0"), "{}", describe(&one));
+    let x = x(&s);
+    let done = appears_soon(&x.join("lw-bg-done"));
+    assert!(done, "the background did not plant:\n{}", describe(&one));
+    let git_aside = aside_or_gone_soon(&x.join("lw-lib/.git"));
+    let envrc_aside = unplanted_soon(&x.join(".envrc"));
+    let gits = users_next_git(&s, &x);
+    end_lingering(&x.join("lw-bg-pid"));
+    s.settle();
+    assert!(
+        !s.pwned().exists() && git_aside && envrc_aside,
+        "{who:?}: what the agent left running planted in the worktree it added (payload ran: {}, lw-lib/.git set aside: {git_aside}, .envrc: {envrc_aside}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&one),
+        describe_all(&gits)
+    );
+}
+
+#[test]
+fn what_the_agent_left_running_plants_in_vain_in_a_worktree_it_added() {
+    added_worktree_left_running(Who::Root);
+}
+
+#[test]
+fn what_the_agent_left_running_plants_in_vain_in_a_worktree_it_added_unprivileged() {
+    added_worktree_left_running(Who::User);
+}
+
+/// While the main checkout's agent runs, the user adds a linked worktree of their own
+/// outside every directory the agent may write; the agent gives it `core.fsmonitor` in its
+/// `config.worktree` (in the main checkout's `.git`, which the agent may write). Walled: the
+/// worktree stays the user's (their git there works) and the planted file is set aside, so
+/// nothing runs. The control: the same outside the wall, and the payload runs.
+fn users_worktree_added_while_it_runs(who: Who) {
+    let script = |s: &Scene| {
+        format!(
+            "{payload}; touch lw-ready; i=0; while [ ! -e .git/worktrees/mine/commondir ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done; sleep 0.2; {FSMONITOR} > .git/worktrees/mine/config.worktree; echo wrote=$?",
+            payload = issue24_payload(s)
+        )
+    };
+    let scene = |name: &str| {
+        let s = Scene::new(name, who, Layout::Main, false);
+        s.sb.git_root(&s.main, &["config", "extensions.worktreeConfig", "true"]);
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            chown_tree(&s.common.join("config"), uid, gid);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        s
+    };
+    let add = |s: &Scene, mine: &Path| {
+        let out = s.user_git(
+            &s.main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                mine.to_str().expect("utf8"),
+                "-b",
+                "mine",
+            ],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+    };
+    {
+        let s = scene("prot24-users-wt-ctl");
+        let mine = s.sb.outside().join("mine");
+        let mut c = s.control(&script(&s));
+        let child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        assert!(appears_soon(&s.wt.join("lw-ready")));
+        add(&s, &mine);
+        let out = child.wait_with_output().expect("wait");
+        let gits = users_next_git(&s, &mine);
+        assert!(
+            s.pwned().exists(),
+            "{who:?}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}",
+            describe(&out),
+            describe_all(&gits)
+        );
+    }
+    let s = scene("prot24-users-wt");
+    let mine = s.sb.outside().join("mine");
+    let mut c = s.walled(&script(&s));
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the agent");
+    assert!(
+        appears_soon(&s.wt.join("lw-ready")),
+        "the agent did not start"
+    );
+    add(&s, &mine);
+    let out = child.wait_with_output().expect("wait for the agent");
+    s.settle();
+    assert!(stdout(&out).contains("wrote=0"), "{}", describe(&out));
+    let gits = users_next_git(&s, &mine);
+    for g in &gits {
+        assert!(
+            g.status.success(),
+            "{who:?}: the user's own worktree no longer works:\n{}\nthe agent:\n{}",
+            describe(g),
+            describe(&out)
+        );
+    }
+    assert!(
+        !s.pwned().exists() && !s.common.join("worktrees/mine/config.worktree").exists(),
+        "{who:?}: the agent's config.worktree in the user's new worktree stood ({}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&out),
+        describe_all(&gits)
+    );
+}
+
+#[test]
+fn a_worktree_the_user_adds_while_the_agent_runs_stays_theirs() {
+    users_worktree_added_while_it_runs(Who::Root);
+}
+
+#[test]
+fn a_worktree_the_user_adds_while_the_agent_runs_stays_theirs_unprivileged() {
+    users_worktree_added_while_it_runs(Who::User);
 }
 
 #[test]
