@@ -117,7 +117,13 @@ pub fn registered(admin: &Path) -> io::Result<BTreeMap<PathBuf, Ident>> {
     }
     let mut out = BTreeMap::new();
     for name in names {
-        let st = nix::sys::stat::fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        let st = match nix::sys::stat::fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+        {
+            Ok(st) => st,
+            // Removed meanwhile (`git worktree prune`): not registered.
+            Err(nix::errno::Errno::ENOENT) => continue,
+            Err(e) => return Err(e.into()),
+        };
         out.insert(
             admin.join(&name),
             vec![

@@ -251,6 +251,17 @@ fn watch(
         .iter()
         .map(|n| (n, state_now(&[], Some(n), None, &mut swept).submodules))
         .collect();
+    // Submodules of submodules, at every depth: a change in one is looked at at once too.
+    if let Some(n) = notify.as_mut() {
+        let deep = subs
+            .map(|s| (s, &basis.submodules))
+            .into_iter()
+            .chain(nested.iter().map(|(s, was)| (*s, was)))
+            .try_for_each(|(s, p)| n.watch_populated(s, p));
+        if let Err(e) = deep {
+            return fail(ready, format!("the watcher could not watch the submodules (inotify: {e}); if inotify's limits are reached (fs.inotify.max_user_watches), raise them"));
+        }
+    }
     // What was set aside before the agent ran, and what earlier watchers set aside after
     // they had given the terminal back: said now, while the terminal is the user's.
     if let Some(r) = record.as_ref() {
@@ -892,7 +903,9 @@ fn run(
                 for rel in now.submodules.not_in(&basis.submodules) {
                     swept.add(submodule_aside(subs, &rel));
                 }
-                watched = watched.and_then(|()| n.watch_submodules(subs));
+                watched = watched
+                    .and_then(|()| n.watch_submodules(subs))
+                    .and_then(|()| n.watch_populated(subs, &now.submodules));
             }
             if submodules_moved {
                 for (subs, was) in nested {
@@ -1036,20 +1049,49 @@ impl Notify {
                 }
                 continue;
             }
-            let mut dirs = vec![sub.clone()];
-            if let Some(g) = crate::gitlinks::git_dir_of(&sub) {
-                dirs.push(g.join("hooks"));
-                dirs.push(g);
-            }
-            for d in dirs {
-                match self.inotify.add_watch(&d, dir_mask) {
-                    Ok(wd) => {
-                        self.submodule_dirs.insert(wd);
-                    }
-                    // Not there (not populated, no hooks): nothing to watch in it.
-                    Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
-                    Err(e) => return Err(e.into()),
+            self.watch_submodule(&sub)?;
+        }
+        Ok(())
+    }
+
+    /// Watches each populated submodule of `populated` (its submodules, to any depth, too)
+    /// as [`Notify::watch_submodules`] watches those of the index.
+    fn watch_populated(
+        &mut self,
+        subs: &crate::protect::Submodules,
+        populated: &crate::gitlinks::Populated,
+    ) -> io::Result<()> {
+        for rel in populated.0.keys() {
+            self.watch_submodule(&subs.root.join(rel))?;
+        }
+        Ok(())
+    }
+
+    /// Watches the submodule at `sub`: its directory (a `.git` made there), its git dir
+    /// (its config, index, commondir) and its hooks and info (anything written or renamed
+    /// there).
+    fn watch_submodule(&mut self, sub: &Path) -> io::Result<()> {
+        use nix::sys::inotify::AddWatchFlags;
+        let dir_mask = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_ATTRIB
+            | AddWatchFlags::IN_ONLYDIR
+            | AddWatchFlags::IN_DONT_FOLLOW;
+        let mut dirs = vec![sub.to_path_buf()];
+        if let Some(g) = crate::gitlinks::git_dir_of(sub) {
+            dirs.push(g.join("hooks"));
+            dirs.push(g.join("info"));
+            dirs.push(g);
+        }
+        for d in dirs {
+            match self.inotify.add_watch(&d, dir_mask) {
+                Ok(wd) => {
+                    self.submodule_dirs.insert(wd);
                 }
+                // Not there (not populated, no hooks): nothing to watch in it.
+                Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())

@@ -1731,6 +1731,94 @@ fn a_worktree_the_user_adds_while_the_agent_runs_stays_theirs_unprivileged() {
     users_worktree_added_while_it_runs(Who::User);
 }
 
+/// A submodule of the submodule `sm` (`sm/inner`), checked out by the user: while the agent
+/// runs, it gives that one's git dir `core.fsmonitor` and waits. Walled: `sm/inner`'s `.git`
+/// is set aside while the agent still runs, and the user's `git status` meanwhile (which
+/// recurses into it) runs nothing. The control: the same outside the wall, and it runs.
+fn deep_submodule_while_it_runs(who: Who) {
+    let script = |s: &Scene| {
+        format!(
+            "{payload}; {FSMONITOR} >> .git/modules/sm/modules/inner/config; touch lw-ready; i=0; while [ ! -e lw-go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo done",
+            payload = issue24_payload(s)
+        )
+    };
+    let scene = |name: &str| {
+        let s = Scene::new(name, who, Layout::Main, false);
+        let inner = s.sb.root.join("innersrc");
+        std::fs::create_dir_all(&inner).expect("mkdir innersrc");
+        s.sb.git_root(&inner, &["init", "-q", "-b", "main"]);
+        s.sb.git_root(&inner, &["commit", "-q", "--allow-empty", "-m", "inner"]);
+        let sub = s.sb.root.join("subsrc");
+        let file = ["-c", "protocol.file.allow=always"];
+        let inner_s = inner.to_str().expect("utf8");
+        s.sb.git_root(
+            &sub,
+            &[file[0], file[1], "submodule", "add", "-q", inner_s, "inner"],
+        );
+        s.sb.git_root(&sub, &["commit", "-qm", "inner"]);
+        let sm = s.main.join("sm");
+        s.sb.git_root(&sm, &["pull", "-q", "origin", "main"]);
+        s.sb.git_root(
+            &sm,
+            &[file[0], file[1], "submodule", "update", "-q", "--init"],
+        );
+        s.sb.git_root(&s.main, &["commit", "-qam", "sm with inner"]);
+        assert!(
+            s.main.join("sm/inner/.git").exists(),
+            "sm/inner not checked out"
+        );
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            chown_tree(&s.main, uid, gid);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        s
+    };
+    {
+        let s = scene("prot24-deep-ctl");
+        std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+        let out = s.run_control(&script(&s));
+        let gits = users_next_git(&s, &s.wt);
+        assert!(
+            s.pwned().exists(),
+            "{who:?}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}",
+            describe(&out),
+            describe_all(&gits)
+        );
+    }
+    let s = scene("prot24-deep");
+    let mut c = s.walled(&script(&s));
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the agent");
+    let ready = appears_soon(&s.wt.join("lw-ready"));
+    let aside = aside_or_gone_soon(&s.wt.join("sm/inner/.git"));
+    let gits = users_next_git(&s, &s.wt);
+    std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+    let out = child.wait_with_output().expect("wait for the agent");
+    s.settle();
+    assert!(ready, "the agent did not plant:\n{}", describe(&out));
+    assert!(
+        !s.pwned().exists() && aside,
+        "{who:?}: while the agent ran, a submodule of a submodule it gave core.fsmonitor stood (payload ran: {}, set aside: {aside}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&out),
+        describe_all(&gits)
+    );
+}
+
+#[test]
+fn a_submodule_of_a_submodule_is_judged_while_the_agent_runs() {
+    deep_submodule_while_it_runs(Who::Root);
+}
+
+#[test]
+fn a_submodule_of_a_submodule_is_judged_while_the_agent_runs_unprivileged() {
+    deep_submodule_while_it_runs(Who::User);
+}
+
 #[test]
 fn users_next_git_in_another_worktree_runs_nothing_planted_from_the_main_checkout() {
     other_worktrees(Who::Root);
