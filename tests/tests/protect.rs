@@ -1819,6 +1819,99 @@ fn a_submodule_of_a_submodule_is_judged_while_the_agent_runs_unprivileged() {
     deep_submodule_while_it_runs(Who::User);
 }
 
+/// A launch whose watcher did not finish (killed, which below Landlock ABI 6 the agent can
+/// do: simulated by its mark left in the record) added a linked worktree under `/tmp` with
+/// a repository staged in it (its `core.fsmonitor` the payload). The next launch in the
+/// main checkout judges the worktrees the record does not hold before its agent starts: the
+/// user's `git status` there runs nothing. The control: the same without the mark, and the
+/// next launch takes what is there as the user's (the payload runs).
+fn worktree_added_under_a_dead_watcher(who: Who) {
+    let plant = |s: &Scene, dead: bool| {
+        let x = tmp_worktree(s, "dead");
+        remove_if_there(&x);
+        s.sb.git_root(
+            &s.main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                x.to_str().expect("utf8"),
+                "-b",
+                "x",
+            ],
+        );
+        let lib = x.join("lw-lib");
+        s.sb.git_root(&x, &["init", "-q", "lw-lib"]);
+        s.sb.git_root(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+        let payload = s.sb.root.join("lw-payload");
+        std::fs::write(
+            &payload,
+            format!("#!/bin/sh\necho \"$0\" >> {}\n", s.pwned().display()),
+        )
+        .expect("write the payload");
+        std::fs::set_permissions(
+            &payload,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        s.sb.git_root(
+            &lib,
+            &["config", "core.fsmonitor", payload.to_str().expect("utf8")],
+        );
+        s.sb.git_root(&x, &["-c", "advice.addEmbeddedRepo=false", "add", "lw-lib"]);
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            chown_tree(&x, uid, gid);
+            chown_tree(&s.common, uid, gid);
+        }
+        if dead {
+            let home = match who {
+                Who::Root => PathBuf::from("/root"),
+                Who::User => s.sb.home(),
+            };
+            let real = std::fs::canonicalize(&s.wt).expect("real path");
+            let mark = home.join(landwall::record::UNDER_HOME).join(format!(
+                "{}.open-00000000deadbeef",
+                landwall::record::key(&real)
+            ));
+            std::fs::write(&mark, "").expect("leave a mark");
+            if who == Who::User {
+                let (uid, gid) = test_user();
+                chown_tree(&mark, uid, gid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        x
+    };
+    for dead in [false, true] {
+        let s = Scene::new("prot24-dead-watcher", who, Layout::Main, false);
+        let one = s.run_walled("echo first");
+        let x = plant(&s, dead);
+        let two = s.run_walled("echo second");
+        let gits = users_next_git(&s, &x);
+        let ran = s.pwned().exists();
+        remove_if_there(&x);
+        assert_eq!(
+            ran,
+            !dead,
+            "{who:?}: with a watcher's mark left: {dead}, the payload in the worktree it added ran: {ran}:\n{}\n{}\n{}",
+            describe(&one),
+            describe(&two),
+            describe_all(&gits)
+        );
+    }
+}
+
+#[test]
+fn a_worktree_added_under_a_watcher_that_died_is_judged_at_the_next_start() {
+    worktree_added_under_a_dead_watcher(Who::Root);
+}
+
+#[test]
+fn a_worktree_added_under_a_watcher_that_died_is_judged_at_the_next_start_unprivileged() {
+    worktree_added_under_a_dead_watcher(Who::User);
+}
+
 #[test]
 fn users_next_git_in_another_worktree_runs_nothing_planted_from_the_main_checkout() {
     other_worktrees(Who::Root);
