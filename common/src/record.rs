@@ -15,15 +15,17 @@
 //! home in the user database, whatever `$HOME` says), a directory the agent is granted
 //! nothing in (checked against each launch's policy, see [`place`]), owned by the
 //! user and closed to group and others. In it, for each worktree, named by the SHA-256 of
-//! its top level's real path (`<key>`):
-//! - `<key>.lock`: held shared by every launch's watcher for its whole life (the descriptor
+//! its top level's real path, a directory `<key>/` holding:
+//! - `lock`: held shared by every launch's watcher for its whole life (the descriptor
 //!   is made before the watcher is forked and closed on exec, so the agent never holds it);
 //!   a launch that takes it exclusive knows no other launch of the worktree runs.
-//! - `<key>.open-<random>`: made by a watcher before the agent starts, removed once its last
+//! - `open-<random>`: made by a watcher before the agent starts, removed once its last
 //!   sweep set aside all it had to. One found while no launch runs is a watcher that died
 //!   (killed, which below Landlock ABI 6 the agent can do, or crashed) or that could not set
 //!   something aside: the worktree is judged against the record at the start.
-//! - `<key>`: the record, a line each: `p <hex path> <numbers>` for a protected path that
+//! - `said-<random>`: what a watcher set aside after its terminal was given back, for the
+//!   next launch to say.
+//! - `record`: the record, a line each: `p <hex path> <numbers>` for a protected path that
 //!   exists, `s <hex path> <numbers>` for a submodule (`-` for one that cannot be judged),
 //!   `w <hex path> <numbers>` for a main checkout's registered linked worktree.
 //!
@@ -46,6 +48,9 @@ use crate::protect::{Absent, Hold, Protection};
 
 /// Where the records are kept under `$HOME`.
 pub const UNDER_HOME: &str = ".local/state/landwall/record";
+
+/// The record's name in the worktree's directory.
+const RECORD: &str = "record";
 
 /// The record's first line. (Version 1 had no linked worktrees: read as none, never as a
 /// record that holds none of the user's.)
@@ -355,23 +360,20 @@ impl State {
 /// taken then), and used by the watcher.
 #[derive(Debug)]
 pub struct Record {
-    /// The record directory.
+    /// The worktree's directory in the record directory (`<key>/`).
     dir: OwnedFd,
-    /// Its path, for messages.
+    /// Its path, for messages and the watcher's wall.
     path: PathBuf,
-    /// The worktree's key.
-    key: String,
-    /// `<key>.lock`, locked.
+    /// `lock`, locked.
     lock: OwnedFd,
     /// Whether the lock is held exclusive: no other launch of the worktree runs.
     pub exclusive: bool,
-    /// This watcher's `<key>.open-…`, once made.
+    /// This watcher's `open-…`, once made.
     mark: Option<String>,
 }
 
-/// The key of the worktree whose top level is `root`.
-/// The name a worktree's files have in the record directory (the SHA-256 of its top
-/// level's real path, in hex; `<key>.lock` is the lock every watcher holds).
+/// The name of the worktree's directory in the record directory, for the worktree whose
+/// top level is `root`: the SHA-256 of its real path, in hex.
 pub fn key(root: &Path) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(root.as_os_str().as_bytes())
@@ -457,11 +459,35 @@ impl Record {
             Err(e) => return Err(refused(dir, e)),
         };
         own(&d, 0o700).map_err(|e| refused(dir, e))?;
+        // The worktree's own directory in it: what a launch lists is its own files, however
+        // many worktrees the user has.
         let key = key(root);
-        let lock_name = format!("{key}.lock");
+        let open_key = || {
+            openat(
+                &d,
+                key.as_str(),
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+        };
+        let d = match open_key() {
+            Ok(k) => k,
+            Err(nix::errno::Errno::ENOENT) => {
+                match nix::sys::stat::mkdirat(&d, key.as_str(), Mode::from_bits_truncate(0o700)) {
+                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                    // Only a Landlock domain refuses it here (see below).
+                    Err(nix::errno::Errno::EACCES) => return Ok(None),
+                    Err(e) => return Err(refused(dir, e)),
+                }
+                open_key().map_err(|e| refused(dir, e))?
+            }
+            Err(e) => return Err(refused(dir, e)),
+        };
+        own(&d, 0o700).map_err(|e| refused(dir, format!("{key}: {e}")))?;
+        let lock_name = "lock";
         match openat(
             &d,
-            lock_name.as_str(),
+            lock_name,
             OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         ) {
@@ -471,7 +497,7 @@ impl Record {
         }
         let lock = match openat(
             &d,
-            lock_name.as_str(),
+            lock_name,
             OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o600),
         ) {
@@ -490,8 +516,7 @@ impl Record {
         };
         Ok(Some(Record {
             dir: d,
-            path: dir.to_path_buf(),
-            key,
+            path: dir.join(&key),
             lock,
             exclusive,
             mark: None,
@@ -503,15 +528,15 @@ impl Record {
         [self.dir.as_raw_fd(), self.lock.as_raw_fd()]
     }
 
-    /// Where the records are.
+    /// The worktree's directory in the record directory.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Makes this watcher's `<key>.open-<random>`.
+    /// Makes this watcher's `open-<random>`.
     pub fn mark(&mut self) -> io::Result<()> {
         for n in 0..16u32 {
-            let name = format!("{}.open-{:016x}", self.key, crate::random_u64(n));
+            let name = format!("open-{:016x}", crate::random_u64(n));
             match openat(
                 &self.dir,
                 name.as_str(),
@@ -549,7 +574,7 @@ impl Record {
     /// The marks of other launches of the worktree: with the lock exclusive, each is one that
     /// did not finish.
     pub fn others(&self) -> io::Result<Vec<String>> {
-        let mut names = self.names_with(&format!("{}.open-", self.key))?;
+        let mut names = self.names_with("open-")?;
         names.retain(|n| Some(n.as_str()) != self.mark.as_deref());
         Ok(names)
     }
@@ -593,7 +618,7 @@ impl Record {
     pub fn load(&self) -> Option<State> {
         if let Ok(fd) = openat(
             &self.dir,
-            self.key.as_str(),
+            RECORD,
             OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::empty(),
         ) {
@@ -603,7 +628,7 @@ impl Record {
         }
         let file = openat(
             &self.dir,
-            self.key.as_str(),
+            RECORD,
             OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
@@ -627,7 +652,7 @@ impl Record {
     /// Writes the record (a new file renamed over the old one, so a reader sees one or the
     /// other whole).
     pub fn save(&self, state: &State) -> io::Result<()> {
-        let tmp = format!("{}.tmp-{:016x}", self.key, crate::random_u64(0));
+        let tmp = format!("tmp-{:016x}", crate::random_u64(0));
         let fd = openat(
             &self.dir,
             tmp.as_str(),
@@ -639,7 +664,7 @@ impl Record {
         let written = file.write_all(&state.to_text());
         drop(file);
         let renamed = written.and_then(|()| {
-            nix::fcntl::renameat(&self.dir, tmp.as_str(), &self.dir, self.key.as_str())
+            nix::fcntl::renameat(&self.dir, tmp.as_str(), &self.dir, RECORD)
                 .map_err(io::Error::from)
         });
         if let Err(e) = renamed {
@@ -656,7 +681,7 @@ impl Record {
     }
 
     /// Leaves `lines` for the next launch of the worktree to say ([`Record::heard`]): what
-    /// this watcher set aside after its terminal was given back (`<key>.said-<random>`).
+    /// this watcher set aside after its terminal was given back (`said-<random>`).
     pub fn say(&self, lines: &[String]) -> io::Result<()> {
         let text: String = lines
             .iter()
@@ -666,7 +691,7 @@ impl Record {
         if text.is_empty() {
             return Ok(());
         }
-        let name = format!("{}.said-{:016x}", self.key, crate::random_u64(1));
+        let name = format!("said-{:016x}", crate::random_u64(1));
         let fd = openat(
             &self.dir,
             name.as_str(),
@@ -682,7 +707,7 @@ impl Record {
     /// What earlier watchers of the worktree left to say ([`Record::say`]), each file read
     /// (bounded, printable) and removed.
     pub fn heard(&self) -> io::Result<Vec<String>> {
-        let names = self.names_with(&format!("{}.said-", self.key))?;
+        let names = self.names_with("said-")?;
         let mut out = Vec::new();
         for name in names {
             if let Ok(fd) = openat(

@@ -262,7 +262,8 @@ impl Scene {
         let real = std::fs::canonicalize(&self.wt).expect("real path of the worktree");
         let lock = home
             .join(landwall::record::UNDER_HOME)
-            .join(format!("{}.lock", landwall::record::key(&real)));
+            .join(landwall::record::key(&real))
+            .join("lock");
         let Ok(file) = std::fs::File::open(&lock) else {
             return;
         };
@@ -1870,10 +1871,10 @@ fn worktree_added_under_a_dead_watcher(who: Who) {
                 Who::User => s.sb.home(),
             };
             let real = std::fs::canonicalize(&s.wt).expect("real path");
-            let mark = home.join(landwall::record::UNDER_HOME).join(format!(
-                "{}.open-00000000deadbeef",
-                landwall::record::key(&real)
-            ));
+            let mark = home
+                .join(landwall::record::UNDER_HOME)
+                .join(landwall::record::key(&real))
+                .join("open-00000000deadbeef");
             std::fs::write(&mark, "").expect("leave a mark");
             if who == Who::User {
                 let (uid, gid) = test_user();
