@@ -1327,6 +1327,21 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         crate::protect::with_nested_worktrees(main, &policy.worktree, &config.protect, &|p| {
             policy.decide(p).rule.is_some_and(|r| r.access.writes())
         })?;
+    // Nothing held may be renamed away whole, with the directory it lies in.
+    let mut bases = vec![policy.worktree.root.clone()];
+    if let GitLayout::Linked {
+        git_dir,
+        common_dir,
+    } = &policy.worktree.git
+    {
+        bases.push(git_dir.clone());
+        bases.extend(common_dir.clone());
+    }
+    bases.extend(policy.protection.nested.iter().map(|n| n.root.clone()));
+    let held = std::mem::take(&mut policy.protection);
+    policy.protection = crate::protect::hold_above(held, &bases, &|p| {
+        policy.decide(p).rule.is_some_and(|r| r.access.writes())
+    });
     if let Some(reg) = &mut policy.protection.registry {
         reg.writable = policy
             .rules

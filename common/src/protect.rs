@@ -894,6 +894,42 @@ pub fn with_nested_worktrees(
     Ok(main)
 }
 
+/// Holds in place each of `bases` (the worktree's top level, its git dirs outside it, the
+/// other worktrees' top levels) and each directory above one whose parent `writable` says
+/// the agent may write (found by review: a worktree kept in `/tmp`, or `.claude/worktrees/n`
+/// in a main checkout, was renamed away whole, with every mount held in it, and rebuilt with
+/// a `.git` of the agent's): a directory bound onto itself cannot be renamed or removed. Up
+/// to the first whose parent it may not write.
+pub fn hold_above(
+    mut p: Protection,
+    bases: &[PathBuf],
+    writable: &dyn Fn(&Path) -> bool,
+) -> Protection {
+    let mut added = false;
+    for base in bases {
+        let mut at = base.as_path();
+        while let Some(parent) = at.parent() {
+            if parent.as_os_str().is_empty() || !writable(parent) {
+                break;
+            }
+            if !p.held.iter().any(|h| h.path == at) {
+                p.held.push(Held {
+                    path: at.to_path_buf(),
+                    hold: Hold::InPlace,
+                    is_dir: true,
+                    reason: "lies where the agent may write: renamed away, with what is held in it, it could be rebuilt with a git dir of the agent's".into(),
+                });
+                added = true;
+            }
+            at = parent;
+        }
+    }
+    if added {
+        normalize(&mut p);
+    }
+    p
+}
+
 /// What becomes of the linked worktree registered at `entry` (`<admin>/<id>`) that the user
 /// did not have, judged against nothing: the agent added it inside the wall (or a launch
 /// whose watcher did not finish did). `root` is the main checkout's top level and `held`

@@ -472,7 +472,17 @@ impl Record {
         };
         let d = match open_key() {
             Ok(k) => k,
-            Err(nix::errno::Errno::ENOENT) => {
+            Err(e @ (nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR)) => {
+                if e == nix::errno::Errno::ENOTDIR {
+                    // The record of an older landwall, one file per worktree (version 1,
+                    // which this one reads as no record anyway): replaced.
+                    nix::unistd::unlinkat(
+                        &d,
+                        key.as_str(),
+                        nix::unistd::UnlinkatFlags::NoRemoveDir,
+                    )
+                    .map_err(|e| refused(dir, format!("replacing an older record: {e}")))?;
+                }
                 match nix::sys::stat::mkdirat(&d, key.as_str(), Mode::from_bits_truncate(0o700)) {
                     Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
                     // Only a Landlock domain refuses it here (see below).
@@ -769,6 +779,21 @@ mod tests {
         assert_eq!(State::from_text(b"landwall record 1\n"), None);
         assert_eq!(State::from_text(b"landwall record 2\nq 00 1\n"), None);
         assert_eq!(State::from_text(b"landwall record 2\np 0 1\n"), None);
+    }
+
+    #[test]
+    fn an_older_record_file_gives_way_to_the_worktrees_directory() {
+        let t = crate::testutil::Scratch::new("record-old");
+        let dir = t.0.join("state/record");
+        let root = t.0.join("wt");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(key(&root)), "landwall record 1\n").expect("write");
+        let r = Record::open(&dir, &root)
+            .expect("open")
+            .expect("not nested");
+        assert!(r.exclusive);
+        assert!(dir.join(key(&root)).join("lock").is_file());
+        assert_eq!(r.load(), None);
     }
 
     #[test]

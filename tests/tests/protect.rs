@@ -821,6 +821,10 @@ enum Vector {
     /// A linked worktree the user made under `/tmp`, which the agent may write: its `.git`
     /// pointed at a git dir the agent wrote.
     WritableWorktreeGitFile,
+    /// Found by review: that worktree renamed away whole (its mounts with it) and a
+    /// repository of the agent's made in its place.
+    WritableWorktreeRenamed,
+
     /// Found by review: a repository the agent makes in the worktree, with `core.fsmonitor`
     /// in its own config, staged and committed as a submodule: the user's `git status` at the
     /// top runs `git status` inside it.
@@ -1060,6 +1064,13 @@ fn plant_script(s: &Scene, v: Vector) -> String {
                 format!("cd {d} && {NEST_LIB} && {STAGE_LIB}"),
             ]
         }
+        (Vector::WritableWorktreeRenamed, _) => {
+            let d = q(tmp_worktree(s, "hot"));
+            vec![
+                format!("mv {d} {d}.lw-old && mkdir {d} && cd {d} && git init -q && git config core.fsmonitor \"$P\""),
+            ]
+        }
+
         (Vector::WritableWorktreeGitFile, _) => {
             let d = q(tmp_worktree(s, "hot"));
             vec![
@@ -1177,7 +1188,7 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
         Vector::NestedWorktreeGitFile | Vector::NestedWorktreeSubmodule => {
             nest_worktree(&s);
         }
-        Vector::WritableWorktreeGitFile => {
+        Vector::WritableWorktreeGitFile | Vector::WritableWorktreeRenamed => {
             let d = tmp_worktree(&s, "hot");
             remove_if_there(&d);
             s.sb.git_root(
@@ -1316,7 +1327,9 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
         | Vector::AddedSubmodule
         | Vector::AddedWorktreeConfig => s.wt.join(".claude/worktrees/x"),
         Vector::AddedOutside => tmp_worktree(&s, "added"),
-        Vector::WritableWorktreeGitFile => tmp_worktree(&s, "hot"),
+        Vector::WritableWorktreeGitFile | Vector::WritableWorktreeRenamed => {
+            tmp_worktree(&s, "hot")
+        }
         _ => s.wt.clone(),
     };
     let script = plant_script(&s, v);
@@ -1353,6 +1366,9 @@ fn vector_case(who: Who, layout: Layout, v: Vector) {
     );
     if dir.starts_with("/tmp") {
         remove_if_there(&dir);
+        let mut old = dir.clone().into_os_string();
+        old.push(".lw-old");
+        remove_if_there(Path::new(&old));
     }
 }
 
@@ -1430,6 +1446,7 @@ fn added_worktrees(who: Who) {
         Vector::AddedWorktreeConfig,
         Vector::AddedOutside,
         Vector::WritableWorktreeGitFile,
+        Vector::WritableWorktreeRenamed,
     ] {
         vector_case(who, Layout::Main, v);
     }
@@ -1911,6 +1928,198 @@ fn a_worktree_added_under_a_watcher_that_died_is_judged_at_the_next_start() {
 #[test]
 fn a_worktree_added_under_a_watcher_that_died_is_judged_at_the_next_start_unprivileged() {
     worktree_added_under_a_dead_watcher(Who::User);
+}
+
+/// Found by review: while the main checkout's agent runs, it renames the linked worktree
+/// nested in it (`.claude/worktrees/n`) away whole, with every mount held in it (or
+/// `.claude` above it), makes a repository of its own in its place and waits. Walled: the
+/// renames fail (EBUSY), and the user's `git status` there meanwhile runs nothing. The
+/// control: the same outside the wall, and the payload runs.
+fn nested_worktree_renamed_while_it_runs(who: Who) {
+    let script = |s: &Scene, step: usize| {
+        let away = [
+            "mv .claude/worktrees/n lw-n-old",
+            "mv .claude lw-claude-old && mkdir -p .claude/worktrees",
+        ][step];
+        format!(
+            "{payload}; {away} && mkdir .claude/worktrees/n && git -C .claude/worktrees/n init -q && git -C .claude/worktrees/n config core.fsmonitor \"$P\"; echo renamed=$?; touch lw-ready; i=0; while [ ! -e lw-go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
+            payload = issue24_payload(s)
+        )
+    };
+    for step in 0..2 {
+        {
+            let s = Scene::new("prot24-nested-mv-ctl", who, Layout::Main, false);
+            let n = nest_worktree(&s);
+            std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+            let out = s.run_control(&script(&s, step));
+            let gits = users_next_git(&s, &n);
+            assert!(
+                s.pwned().exists(),
+                "{who:?} {step}: control: the payload did not run, so the walled check proves nothing:\n{}\n{}",
+                describe(&out),
+                describe_all(&gits)
+            );
+        }
+        let s = Scene::new("prot24-nested-mv", who, Layout::Main, false);
+        let n = nest_worktree(&s);
+        std::thread::sleep(Duration::from_millis(25));
+        let mut c = s.walled(&script(&s, step));
+        let child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the agent");
+        let ready = appears_soon(&s.wt.join("lw-ready"));
+        let gits = users_next_git(&s, &n);
+        std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+        let out = child.wait_with_output().expect("wait for the agent");
+        s.settle();
+        assert!(ready, "the agent did not get that far:\n{}", describe(&out));
+        assert!(
+            !s.pwned().exists(),
+            "{who:?} {step}: while the agent ran, the nested worktree it renamed away and rebuilt ran its payload ({}):\n{}\n{}",
+            pwned_text(&s),
+            describe(&out),
+            describe_all(&gits)
+        );
+    }
+}
+
+#[test]
+fn a_nested_worktree_cannot_be_renamed_away_while_the_agent_runs() {
+    nested_worktree_renamed_while_it_runs(Who::Root);
+}
+
+#[test]
+fn a_nested_worktree_cannot_be_renamed_away_while_the_agent_runs_unprivileged() {
+    nested_worktree_renamed_while_it_runs(Who::User);
+}
+
+/// Found by review: the agent launched in a main checkout kept under `/tmp` (which every
+/// agent may write), and in a linked worktree the user keeps there, renames the worktree
+/// away whole (or the directory above it), with every mount held in it, and makes a
+/// repository of its own in its place. Walled: the renames fail (EBUSY), and the user's
+/// next `git status` there runs nothing. The control: the same outside the wall, and it
+/// runs.
+fn worktree_in_tmp_renamed(who: Who) {
+    for layout in [Layout::Main, Layout::Linked] {
+        for up in [false, true] {
+            for walled in [false, true] {
+                let sb = Sandbox::new("prot24-tmp-mv");
+                std::fs::write(
+                    sb.root.join("agent.sh"),
+                    "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
+                )
+                .expect("write agent script");
+                install(
+                    &sb.root.join("agent.sh"),
+                    &sb.agents().join("claude-real"),
+                    &["-m", "0755"],
+                );
+                let name = sb
+                    .root
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                let top = PathBuf::from(format!("/tmp/lw-mv-{name}"));
+                remove_if_there(&top);
+                let main = top.join("main");
+                std::fs::create_dir_all(&main).expect("mkdir");
+                sb.git_root(&main, &["init", "-q", "-b", "main"]);
+                std::fs::write(main.join("README"), "main\n").expect("write");
+                sb.git_root(&main, &["add", "-A"]);
+                sb.git_root(&main, &["commit", "-qm", "initial"]);
+                let wt = match layout {
+                    Layout::Main => main.clone(),
+                    Layout::Linked => {
+                        let w = top.join("wt");
+                        sb.git_root(
+                            &main,
+                            &[
+                                "worktree",
+                                "add",
+                                "-q",
+                                w.to_str().expect("utf8"),
+                                "-b",
+                                "w",
+                            ],
+                        );
+                        w
+                    }
+                };
+                if who == Who::User {
+                    let (uid, gid) = test_user();
+                    chown_tree(&top, uid, gid);
+                    chown_tree(&sb.home(), uid, gid);
+                    chown_tree(&sb.outside(), uid, gid);
+                }
+                std::thread::sleep(Duration::from_millis(25));
+                let pwned = sb.outside().join("pwned");
+                let away = if up {
+                    format!("mv {t} {t}.lw-old && mkdir {t}", t = q(&top))
+                } else {
+                    format!("mv {w} {w}.lw-old", w = q(&wt))
+                };
+                let script = format!(
+                    "printf '#!/bin/sh\\necho \"$0\" >> %s\\n' {pwned} > /tmp/lw-pay-{name}; chmod +x /tmp/lw-pay-{name}; cd /; {away} && mkdir {w} && cd {w} && git init -q && git config core.fsmonitor /tmp/lw-pay-{name}; echo renamed=$?",
+                    pwned = q(&pwned),
+                    w = q(&wt)
+                );
+                let who_cmd = |program: &str| {
+                    let mut c = match who {
+                        Who::Root => Command::new(program),
+                        Who::User => {
+                            let mut c = Command::new("setpriv");
+                            c.arg(format!("--reuid={TEST_USER}"))
+                                .arg(format!("--regid={TEST_USER}"))
+                                .args(["--init-groups", "--"])
+                                .arg(program);
+                            c
+                        }
+                    };
+                    sb.clean_env(&mut c);
+                    c.current_dir(&wt);
+                    c
+                };
+                let out = if walled {
+                    let mut c = who_cmd(sb.shims().join("claude").to_str().expect("utf8"));
+                    c.args(["/bin/sh", "-c", &script]);
+                    output_within(&mut c, Duration::from_secs(60))
+                } else {
+                    let mut c = who_cmd("/bin/sh");
+                    c.args(["-c", &script]);
+                    output(&mut c)
+                };
+                let mut g = who_cmd("git");
+                g.args(["status", "--short"]);
+                let git = output(&mut g);
+                let ran = pwned.exists();
+                let mut old = top.clone().into_os_string();
+                old.push(".lw-old");
+                remove_if_there(Path::new(&old));
+                remove_if_there(&top);
+                remove_if_there(Path::new(&format!("/tmp/lw-pay-{name}")));
+                assert_eq!(
+                    ran,
+                    !walled,
+                    "{who:?} {layout:?} (the directory above: {up}, walled: {walled}): the user's git in the worktree the agent rebuilt ran its payload: {ran}:\n{}\n{}",
+                    describe(&out),
+                    describe(&git)
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_worktree_kept_in_tmp_cannot_be_renamed_away() {
+    worktree_in_tmp_renamed(Who::Root);
+}
+
+#[test]
+fn a_worktree_kept_in_tmp_cannot_be_renamed_away_unprivileged() {
+    worktree_in_tmp_renamed(Who::User);
 }
 
 #[test]
