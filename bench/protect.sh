@@ -39,6 +39,15 @@ printf '#!/bin/sh\nexit 0\n' >"$DIR/agents/claude-real"
 chmod 755 "$DIR/agents/claude-real"
 git -C "$DIR/home/src/app" init -q
 printf '{}\n' >"$DIR/home/src/app/.vscode/tasks.json"
+# The build before keeps its record of what is the user's in another layout: it runs in a
+# worktree of its own, so that neither reads the other's.
+cp -a "$DIR/home/src/app" "$DIR/home/src/app-before"
+# Root's records are in root's home whatever HOME says: a scratch worktree made again at the
+# same path starts with none.
+for wt in app app-before; do
+    key=$(printf '%s' "$(cd "$DIR/home/src/$wt" && pwd -P)" | sha256sum | cut -d' ' -f1)
+    rm -rf ~root/.local/state/landwall/record/"$key" ~root/.local/state/landwall/record/"$key".*
+done
 printf '' >"$DIR/etc/default.toml"
 chown -R landwall-test: "$DIR/home"
 chmod 755 "$DIR" "$DIR/bin" "$DIR/bin-before" "$DIR/agents" "$DIR/etc"
@@ -55,15 +64,15 @@ print("protect = [" + ", ".join(json.dumps("!" + n) for n in names) + "]")
 HELD=$(LANDWALL_CONFIG=$DIR/etc/default.toml HOME=$DIR/home "$DIR/bin/landwall" policy --json |
     python3 -c 'import json,sys; p=json.load(sys.stdin); print(sum(1 for e in p["protected"] if e["hold"] != "swept if created"))')
 
-env_for() { # config [bin dir]
-    echo "env -i HOME=$DIR/home PATH=$DIR/${2:-bin}:$DIR/agents:/usr/bin:/bin LANDWALL_CONFIG=$DIR/etc/$1.toml"
+env_for() { # config [bin dir] [worktree]
+    echo "env -i -C $DIR/home/src/${3:-app} HOME=$DIR/home PATH=$DIR/${2:-bin}:$DIR/agents:/usr/bin:/bin LANDWALL_CONFIG=$DIR/etc/$1.toml"
 }
 as_user="setpriv --reuid=landwall-test --regid=landwall-test --init-groups"
 for who in root user; do
     pre=""
     [ "$who" = user ] && pre="$as_user"
     before=()
-    [ -z "$BEFORE" ] || before=(-n "$who, the build before protected paths" "$pre $(env_for default bin-before) claude")
+    [ -z "$BEFORE" ] || before=(-n "$who, the build before protected paths" "$pre $(env_for default bin-before app-before) claude")
     hyperfine -N --warmup 20 --runs "$RUNS" --export-markdown "$DIR/$who.md" \
         -n "$who, nothing protected (baseline)" "$pre $(env_for none) claude" \
         -n "$who, default protected paths" "$pre $(env_for default) claude" \

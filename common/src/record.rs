@@ -84,7 +84,9 @@ pub fn place(home: Option<&Path>, writable: impl Fn(&Path) -> bool) -> Option<Pa
 /// What is in a worktree's protected places ([`crate::record`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct State {
-    /// Each protected path where something is: what is there (see [`look`]).
+    /// Each protected path judged: what is there (see [`look`]), or nothing (an empty
+    /// [`Ident`]). A path the record does not name at all was not judged by the launch
+    /// that wrote it (another configuration, a worktree added since).
     pub paths: BTreeMap<PathBuf, Ident>,
     /// The populated submodules.
     pub submodules: Populated,
@@ -92,6 +94,16 @@ pub struct State {
     /// and what it is (device, inode, kind; its change time moves with every index git
     /// writes there, its inode does not).
     pub worktrees: BTreeMap<PathBuf, Ident>,
+    /// The worktree's top level: its path and what it is (device, inode). A record of
+    /// another directory once at that path is no record of this one.
+    pub root: Option<(PathBuf, Ident)>,
+}
+
+/// What `root` is: its device and inode.
+pub fn root_ident(root: &Path) -> Option<(PathBuf, Ident)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(root).ok()?;
+    Some((root.to_path_buf(), vec![m.dev() as i64, m.ino() as i64]))
 }
 
 /// The entries of `admin` (`<git dir>/worktrees`), none if it does not exist. Opened
@@ -243,7 +255,10 @@ impl State {
                 Ok(Some(id)) => {
                     state.paths.insert(a.path.clone(), id);
                 }
-                Ok(None) => {}
+                // Nothing there: known to be so (see `State::paths`).
+                Ok(None) => {
+                    state.paths.insert(a.path.clone(), Ident::new());
+                }
                 Err(error) => unjudged.push(Unjudged {
                     path: a.path.clone(),
                     error,
@@ -260,13 +275,25 @@ impl State {
         Ok((state, unjudged))
     }
 
-    /// The protected paths of `self` (now) that `basis` does not hold as they are.
+    /// The protected paths of `self` (now) where something is that `basis` does not hold
+    /// as it is.
     pub fn paths_not_in<'a>(&'a self, basis: &State) -> impl Iterator<Item = &'a PathBuf> + 'a {
         let basis = basis.paths.clone();
         self.paths
             .iter()
-            .filter(move |(p, id)| basis.get(*p) != Some(id))
+            .filter(move |(p, id)| !id.is_empty() && basis.get(*p) != Some(id))
             .map(|(p, _)| p)
+    }
+
+    /// `self` (a record) with what `start` holds at the protected paths it does not name:
+    /// those its launch did not judge (a path of another configuration, of a worktree the
+    /// user added since) are taken as the start has them, as a launch with no record takes
+    /// all. (A worktree added by an agent is judged as the registry says, not here.)
+    pub fn naming_all_of(mut self, start: &State) -> State {
+        for (p, id) in &start.paths {
+            self.paths.entry(p.clone()).or_insert_with(|| id.clone());
+        }
+        self
     }
 
     /// The linked worktrees registered in `self` (now) that `basis` does not hold as they
@@ -305,6 +332,9 @@ impl State {
         }
         for (p, id) in &self.worktrees {
             line("w", p, Some(id));
+        }
+        if let Some((p, id)) = &self.root {
+            line("r", p, Some(id));
         }
         out
     }
@@ -349,6 +379,7 @@ impl State {
                 "w" => {
                     state.worktrees.insert(path, id?);
                 }
+                "r" => state.root = Some((path, id?)),
                 _ => return None,
             }
         }
@@ -770,6 +801,7 @@ mod tests {
         s.submodules.0.insert(PathBuf::from("lib/deep"), None);
         s.worktrees
             .insert(PathBuf::from("/w/.git/worktrees/n"), vec![2, 9, 0o40000]);
+        s.root = Some((PathBuf::from("/w"), vec![2, 1]));
         assert_eq!(State::from_text(&s.to_text()), Some(s));
         assert_eq!(
             State::from_text(b"landwall record 2\n"),
@@ -779,6 +811,25 @@ mod tests {
         assert_eq!(State::from_text(b"landwall record 1\n"), None);
         assert_eq!(State::from_text(b"landwall record 2\nq 00 1\n"), None);
         assert_eq!(State::from_text(b"landwall record 2\np 0 1\n"), None);
+    }
+
+    #[test]
+    fn a_record_names_what_it_judged_and_takes_the_rest_from_the_start() {
+        let mut record = State::default();
+        record
+            .paths
+            .insert(PathBuf::from("/w/.envrc"), Ident::new());
+        record
+            .paths
+            .insert(PathBuf::from("/w/.git/config"), vec![1, 2]);
+        assert_eq!(State::from_text(&record.to_text()), Some(record.clone()));
+        let mut start = State::default();
+        start.paths.insert(PathBuf::from("/w/.envrc"), vec![7]);
+        start.paths.insert(PathBuf::from("/w/n/.git"), vec![8]);
+        let basis = record.naming_all_of(&start);
+        // Named by the record as nothing: what is there now is not the user's.
+        assert_eq!(start.paths_not_in(&basis).count(), 1);
+        assert_eq!(basis.paths[Path::new("/w/n/.git")], vec![8]);
     }
 
     #[test]

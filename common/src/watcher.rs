@@ -392,17 +392,26 @@ fn start_basis(
     record: Option<&mut Record>,
     swept: &mut Sweep,
 ) -> io::Result<State> {
-    let now = state_now(
+    let mut now = state_now(
         judged,
         protection.submodules.as_ref(),
         admin(protection),
         swept,
     );
+    now.root = crate::record::root_ident(&protection.root);
     let Some(record) = record else {
         return Ok(now);
     };
     record.mark()?;
-    let saved = record.load();
+    // A record of another directory once at this path (removed, cloned again) is none, and
+    // so are the marks its launches left.
+    let loaded = record.load();
+    let other = loaded.as_ref().is_some_and(|s| s.root != now.root);
+    if other && record.exclusive {
+        let left = record.others()?;
+        record.forget(&left)?;
+    }
+    let saved = loaded.filter(|_| !other).map(|s| s.naming_all_of(&now));
     let basis = match (record.exclusive, saved) {
         (true, Some(saved)) => {
             let left = record.others()?;

@@ -2122,6 +2122,119 @@ fn a_worktree_kept_in_tmp_cannot_be_renamed_away_unprivileged() {
     worktree_in_tmp_renamed(Who::User);
 }
 
+/// Found while measuring: while one launch runs in the main checkout, the user adds a
+/// linked worktree inside it (`git worktree add .claude/worktrees/y`, outside the wall) and
+/// starts a second launch there, which ends first. The second launch's basis is the record
+/// the first wrote, which names nothing of `y`: `y`'s `.git` must not be taken for the
+/// agent's (it was set aside, and the user's git in `y` found the main checkout's
+/// repository instead). (Must work.)
+fn second_launch_beside_a_new_worktree(who: Who) {
+    let s = Scene::new("prot24-beside", who, Layout::Main, false);
+    let mut c = s.walled("touch lw-ready; i=0; while [ ! -e lw-go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done");
+    let first = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the first agent");
+    assert!(
+        appears_soon(&s.wt.join("lw-ready")),
+        "the first agent did not start"
+    );
+    let y = s.wt.join(".claude/worktrees/y");
+    std::fs::create_dir_all(y.parent().expect("parent")).expect("mkdir");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&s.wt.join(".claude"), uid, gid);
+    }
+    let add = s.user_git(
+        &s.main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            y.to_str().expect("utf8"),
+            "-b",
+            "y",
+        ],
+    );
+    assert!(add.status.success(), "{}", describe(&add));
+    std::thread::sleep(Duration::from_millis(25));
+    let second = output_within(&mut s.walled("echo second"), Duration::from_secs(60));
+    let git_file = y.join(".git").is_file();
+    std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+    let first = first.wait_with_output().expect("wait for the first agent");
+    s.settle();
+    let top = s.user_git(&y, &["rev-parse", "--show-toplevel"]);
+    assert!(
+        git_file && stdout(&top).trim() == std::fs::canonicalize(&y).expect("real").to_string_lossy(),
+        "{who:?}: the worktree the user added between two launches lost its .git (after the second: {git_file}):\n{}\n{}\n{}",
+        describe(&second),
+        describe(&first),
+        describe(&top)
+    );
+}
+
+#[test]
+fn a_worktree_the_user_adds_between_two_launches_stays_theirs() {
+    second_launch_beside_a_new_worktree(Who::Root);
+}
+
+#[test]
+fn a_worktree_the_user_adds_between_two_launches_stays_theirs_unprivileged() {
+    second_launch_beside_a_new_worktree(Who::User);
+}
+
+/// Found by review: a checkout removed and cloned again at the same path, after a launch
+/// there whose watcher did not finish (its mark left in the record): the first launch in
+/// the new one judged it against the old one's record and set aside its `.git/config`,
+/// hooks and `.vscode/tasks.json`. The record names the directory it is of: another one at
+/// that path starts afresh. (Must work; the mark is left by hand.)
+fn recloned_at_the_same_path(who: Who) {
+    let s = Scene::new("prot24-reclone", who, Layout::Main, true);
+    let one = s.run_walled("echo first");
+    let home = match who {
+        Who::Root => PathBuf::from("/root"),
+        Who::User => s.sb.home(),
+    };
+    let real = std::fs::canonicalize(&s.wt).expect("real path");
+    let mark = home
+        .join(landwall::record::UNDER_HOME)
+        .join(landwall::record::key(&real))
+        .join("open-00000000deadbeef");
+    std::fs::write(&mark, "").expect("leave a mark");
+    // A copy is a new directory, every inode new, as a new clone's are.
+    let again = s.sb.root.join("again");
+    let cp = output(Command::new("cp").arg("-a").arg(&s.main).arg(&again));
+    assert!(cp.status.success(), "{}", describe(&cp));
+    remove_if_there(&s.main);
+    std::fs::rename(&again, &s.main).expect("move the copy into place");
+    if who == Who::User {
+        let (uid, gid) = test_user();
+        chown_tree(&s.main, uid, gid);
+        chown_tree(&mark, uid, gid);
+    }
+    std::thread::sleep(Duration::from_millis(25));
+    let two = s.run_walled("echo second");
+    for rel in [".git/config", ".git/hooks", ".vscode/tasks.json"] {
+        assert!(
+            s.main.join(rel).exists(),
+            "{who:?}: {rel} of the new clone was set aside:\n{}\n{}",
+            describe(&one),
+            describe(&two)
+        );
+    }
+}
+
+#[test]
+fn a_checkout_cloned_again_at_the_same_path_starts_afresh() {
+    recloned_at_the_same_path(Who::Root);
+}
+
+#[test]
+fn a_checkout_cloned_again_at_the_same_path_starts_afresh_unprivileged() {
+    recloned_at_the_same_path(Who::User);
+}
+
 #[test]
 fn users_next_git_in_another_worktree_runs_nothing_planted_from_the_main_checkout() {
     other_worktrees(Who::Root);
