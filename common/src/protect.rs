@@ -800,11 +800,26 @@ pub fn with_nested_worktrees(
     changes: &[Change],
     writable: &dyn Fn(&Path) -> bool,
 ) -> Result<Protection, ProtectError> {
-    let GitLayout::Main { git_dir } = &worktree.git else {
-        return Ok(main);
+    // From a linked worktree: the repository (its common dir) and its other worktrees, where
+    // the agent may write them (found by review: a main checkout kept in `/tmp`, whose
+    // `config` and hooks the `/tmp` grant opened to the agent of a linked worktree elsewhere).
+    let (git_dir, own_entry) = match &worktree.git {
+        GitLayout::Main { git_dir } => (git_dir, None),
+        GitLayout::Linked {
+            git_dir: own,
+            common_dir: Some(common),
+        } => (common, Some(own)),
+        _ => return Ok(main),
     };
+    let common_writable = own_entry.is_some() && writable(git_dir);
+    if common_writable {
+        main = with_common_dir(main, git_dir, changes)?;
+    }
     let admin = git_dir.join("worktrees");
     let Ok(entries) = std::fs::read_dir(&admin) else {
+        if common_writable {
+            normalize(&mut main);
+        }
         return Ok(main);
     };
     let mut found = 0usize;
@@ -814,7 +829,7 @@ pub fn with_nested_worktrees(
             source,
         })?;
         let own = e.path();
-        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) || own_entry == Some(&own) {
             continue;
         }
         // Where git says the worktree is (`<top>/.git`): written by `git worktree add`, in
@@ -846,8 +861,12 @@ pub fn with_nested_worktrees(
             why,
         };
         // The agent writes all of one inside the main checkout, or under a writable grant
-        // (`/tmp/hotfix`): it is protected whole. Of any other, only its git dir here.
-        let whole = under(top, &worktree.root) || writable(top);
+        // (`/tmp/hotfix`): it is protected whole. Of any other, only its git dir here, which
+        // a linked worktree's agent may write only where the common dir is writable.
+        let whole = (own_entry.is_none() && under(top, &worktree.root)) || writable(top);
+        if !whole && own_entry.is_some() && !common_writable {
+            continue;
+        }
         let w = match crate::worktree::discover(top, Some(top)) {
             Ok(w) => w,
             // Removed by hand and not yet pruned: nothing there to protect.
@@ -888,10 +907,51 @@ pub fn with_nested_worktrees(
             });
         }
     }
-    if found > 0 {
+    if found > 0 || common_writable {
         normalize(&mut main);
     }
     Ok(main)
+}
+
+/// A linked worktree's protection, where its agent may write the repository's common dir
+/// `common` (kept under a writable grant): what a launch in the main checkout holds in it
+/// is held too, its work tree's protected paths with it where `common` is a checkout's
+/// `.git`, and its submodules are judged.
+fn with_common_dir(
+    mut p: Protection,
+    common: &Path,
+    changes: &[Change],
+) -> Result<Protection, ProtectError> {
+    let checkout = common
+        .parent()
+        .filter(|_| common.file_name().is_some_and(|n| n == ".git"));
+    if let Some(top) = checkout {
+        if let Ok(w) = crate::worktree::discover(top, Some(top)) {
+            if matches!(&w.git, GitLayout::Main { git_dir } if same_file(git_dir, common)) {
+                let mut m = resolve(&w, changes)?;
+                p.held.append(&mut m.held);
+                p.absent.append(&mut m.absent);
+                p.nested.extend(m.submodules);
+                return Ok(p);
+            }
+        }
+    }
+    // A bare repository, or a git dir kept apart from its checkout: what is in it.
+    let bare = Worktree {
+        root: PathBuf::from("/nonexistent/landwall-bare"),
+        git: GitLayout::Linked {
+            git_dir: common.to_path_buf(),
+            common_dir: None,
+        },
+    };
+    let only_git: Vec<(String, Cow<'static, str>)> = list(changes)
+        .into_iter()
+        .filter(|(rel, _)| rel.starts_with(".git/"))
+        .collect();
+    let mut m = resolve_listed(&bare, &only_git)?;
+    p.held.append(&mut m.held);
+    p.absent.append(&mut m.absent);
+    Ok(p)
 }
 
 /// Holds in place each of `bases` (the worktree's top level, its git dirs outside it, the

@@ -1452,6 +1452,154 @@ fn added_worktrees(who: Who) {
     }
 }
 
+/// Found by review: from a linked worktree too, the user's other linked worktree kept under
+/// `/tmp` (its `.git` rewritten, or it renamed away and rebuilt).
+fn writable_sibling(who: Who) {
+    for v in [
+        Vector::WritableWorktreeGitFile,
+        Vector::WritableWorktreeRenamed,
+    ] {
+        vector_case(who, Layout::Linked, v);
+    }
+}
+
+#[test]
+fn users_next_git_in_a_worktree_kept_in_tmp_runs_nothing_planted_from_a_linked_worktree() {
+    writable_sibling(Who::Root);
+}
+
+#[test]
+fn users_next_git_in_a_worktree_kept_in_tmp_runs_nothing_planted_from_a_linked_worktree_unprivileged(
+) {
+    writable_sibling(Who::User);
+}
+
+/// Found by review: a linked worktree whose main checkout is kept under `/tmp` (which every
+/// agent may write): its agent gives the repository's `config` `core.fsmonitor`, writes a
+/// pre-commit hook and the main checkout's `.envrc`. Walled: each is refused (the main
+/// checkout's protected paths are held as its own launch holds them), and the user's next
+/// `git status` and `git commit` there run nothing. The control: the same outside the wall.
+fn common_dir_in_tmp(who: Who) {
+    for walled in [false, true] {
+        let sb = Sandbox::new("prot24-common-tmp");
+        std::fs::write(
+            sb.root.join("agent.sh"),
+            "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
+        )
+        .expect("write agent script");
+        install(
+            &sb.root.join("agent.sh"),
+            &sb.agents().join("claude-real"),
+            &["-m", "0755"],
+        );
+        let name = sb
+            .root
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let top = PathBuf::from(format!("/tmp/lw-common-{name}"));
+        remove_if_there(&top);
+        let main = top.join("main");
+        std::fs::create_dir_all(&main).expect("mkdir");
+        sb.git_root(&main, &["init", "-q", "-b", "main"]);
+        std::fs::write(main.join("README"), "main\n").expect("write");
+        sb.git_root(&main, &["add", "-A"]);
+        sb.git_root(&main, &["commit", "-qm", "initial"]);
+        let wt = sb.root.join("linked");
+        sb.git_root(
+            &main,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                wt.to_str().expect("utf8"),
+                "-b",
+                "w",
+            ],
+        );
+        if who == Who::User {
+            let (uid, gid) = test_user();
+            for d in [&top, &wt, &sb.home(), &sb.outside()] {
+                chown_tree(d, uid, gid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        let pwned = sb.outside().join("pwned");
+        let payload = top.join("lw-pay");
+        let m = q(&main);
+        let script = format!(
+            "printf '#!/bin/sh\\necho \"$0\" >> %s\\n' {pwned} > {pay}; chmod +x {pay}; git config -f {m}/.git/config core.fsmonitor {pay}; echo a=$?; cp {pay} {m}/.git/hooks/pre-commit; echo b=$?; echo planted > {m}/.envrc; echo c=$?",
+            pwned = q(&pwned),
+            pay = q(&payload),
+        );
+        let who_cmd = |program: &str, dir: &Path| {
+            let mut c = match who {
+                Who::Root => Command::new(program),
+                Who::User => {
+                    let mut c = Command::new("setpriv");
+                    c.arg(format!("--reuid={TEST_USER}"))
+                        .arg(format!("--regid={TEST_USER}"))
+                        .args(["--init-groups", "--"])
+                        .arg(program);
+                    c
+                }
+            };
+            sb.clean_env(&mut c);
+            c.current_dir(dir);
+            c
+        };
+        let out = if walled {
+            let mut c = who_cmd(sb.shims().join("claude").to_str().expect("utf8"), &wt);
+            c.args(["/bin/sh", "-c", &script]);
+            output_within(&mut c, Duration::from_secs(60))
+        } else {
+            let mut c = who_cmd("/bin/sh", &wt);
+            c.args(["-c", &script]);
+            output(&mut c)
+        };
+        let mut gits = Vec::new();
+        for args in [
+            &["status", "--short"][..],
+            &[
+                "-c",
+                "user.name=u",
+                "-c",
+                "user.email=u@u.invalid",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "u",
+            ][..],
+        ] {
+            let mut g = who_cmd("git", &main);
+            g.args(args);
+            gits.push(output(&mut g));
+        }
+        let ran = pwned.exists();
+        let envrc = holds_planted(&main.join(".envrc"));
+        remove_if_there(&top);
+        assert_eq!(
+            (ran, envrc),
+            (!walled, !walled),
+            "{who:?} (walled: {walled}): the main checkout in /tmp ran the payload, .envrc planted:\n{}\n{}",
+            describe(&out),
+            describe_all(&gits)
+        );
+    }
+}
+
+#[test]
+fn a_main_checkout_kept_in_tmp_is_protected_from_its_linked_worktree() {
+    common_dir_in_tmp(Who::Root);
+}
+
+#[test]
+fn a_main_checkout_kept_in_tmp_is_protected_from_its_linked_worktree_unprivileged() {
+    common_dir_in_tmp(Who::User);
+}
+
 #[test]
 fn users_next_git_in_a_worktree_the_agent_added_runs_nothing_planted() {
     added_worktrees(Who::Root);
