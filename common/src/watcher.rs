@@ -992,6 +992,18 @@ fn give_back_terminal(null: &OwnedFd) -> io::Result<()> {
     Ok(())
 }
 
+/// What is watched in a submodule's directories: anything made, renamed in, written or
+/// given another mode there.
+fn submodule_dir_mask() -> nix::sys::inotify::AddWatchFlags {
+    use nix::sys::inotify::AddWatchFlags;
+    AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_CLOSE_WRITE
+        | AddWatchFlags::IN_ATTRIB
+        | AddWatchFlags::IN_ONLYDIR
+        | AddWatchFlags::IN_DONT_FOLLOW
+}
+
 /// An inotify instance on the directories where absent protected paths would appear, and
 /// on what a submodule check looks at: the index (an `index` renamed into its directory) and
 /// each submodule's directory, git dir and hooks.
@@ -1017,12 +1029,7 @@ impl Notify {
     /// `.git` made there), its git dir and its hooks (anything written or renamed there).
     fn watch_submodules(&mut self, subs: &crate::protect::Submodules) -> io::Result<()> {
         use nix::sys::inotify::AddWatchFlags;
-        let dir_mask = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_ATTRIB
-            | AddWatchFlags::IN_ONLYDIR
-            | AddWatchFlags::IN_DONT_FOLLOW;
+        let dir_mask = submodule_dir_mask();
         if let Some(dir) = subs.index.parent() {
             let wd = self.inotify.add_watch(
                 dir,
@@ -1080,13 +1087,7 @@ impl Notify {
     /// (its config, index, commondir) and its hooks and info (anything written or renamed
     /// there).
     fn watch_submodule(&mut self, sub: &Path) -> io::Result<()> {
-        use nix::sys::inotify::AddWatchFlags;
-        let dir_mask = AddWatchFlags::IN_CREATE
-            | AddWatchFlags::IN_MOVED_TO
-            | AddWatchFlags::IN_CLOSE_WRITE
-            | AddWatchFlags::IN_ATTRIB
-            | AddWatchFlags::IN_ONLYDIR
-            | AddWatchFlags::IN_DONT_FOLLOW;
+        let dir_mask = submodule_dir_mask();
         let mut dirs = vec![sub.to_path_buf()];
         if let Some(g) = crate::gitlinks::git_dir_of(sub) {
             dirs.push(g.join("hooks"));

@@ -1452,6 +1452,56 @@ fn added_worktrees(who: Who) {
     }
 }
 
+/// A sandbox with the stand-in agent, and a repository with one commit at
+/// `/tmp/lw-<tag>-<sandbox>/main` (every agent may write `/tmp`): the sandbox, its name,
+/// the directory above the checkout and the checkout.
+fn tmp_repo(name: &str, tag: &str) -> (Sandbox, String, PathBuf, PathBuf) {
+    let sb = Sandbox::new(name);
+    std::fs::write(
+        sb.root.join("agent.sh"),
+        "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
+    )
+    .expect("write agent script");
+    install(
+        &sb.root.join("agent.sh"),
+        &sb.agents().join("claude-real"),
+        &["-m", "0755"],
+    );
+    let name = sb
+        .root
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let top = PathBuf::from(format!("/tmp/lw-{tag}-{name}"));
+    remove_if_there(&top);
+    let main = top.join("main");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    sb.git_root(&main, &["init", "-q", "-b", "main"]);
+    std::fs::write(main.join("README"), "main\n").expect("write");
+    sb.git_root(&main, &["add", "-A"]);
+    sb.git_root(&main, &["commit", "-qm", "initial"]);
+    (sb, name, top, main)
+}
+
+/// `program` as `who`, with the sandbox's clean environment, in `dir`.
+fn as_who(sb: &Sandbox, who: Who, program: &str, dir: &Path) -> Command {
+    let mut c = match who {
+        Who::Root => Command::new(program),
+        Who::User => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={TEST_USER}"))
+                .arg(format!("--regid={TEST_USER}"))
+                .args(["--init-groups", "--"])
+                .arg(program);
+            c
+        }
+    };
+    sb.clean_env(&mut c);
+    c.current_dir(dir);
+    c
+}
+
 /// Found by review: from a linked worktree too, the user's other linked worktree kept under
 /// `/tmp` (its `.git` rewritten, or it renamed away and rebuilt).
 fn writable_sibling(who: Who) {
@@ -1481,31 +1531,7 @@ fn users_next_git_in_a_worktree_kept_in_tmp_runs_nothing_planted_from_a_linked_w
 /// `git status` and `git commit` there run nothing. The control: the same outside the wall.
 fn common_dir_in_tmp(who: Who) {
     for walled in [false, true] {
-        let sb = Sandbox::new("prot24-common-tmp");
-        std::fs::write(
-            sb.root.join("agent.sh"),
-            "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
-        )
-        .expect("write agent script");
-        install(
-            &sb.root.join("agent.sh"),
-            &sb.agents().join("claude-real"),
-            &["-m", "0755"],
-        );
-        let name = sb
-            .root
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        let top = PathBuf::from(format!("/tmp/lw-common-{name}"));
-        remove_if_there(&top);
-        let main = top.join("main");
-        std::fs::create_dir_all(&main).expect("mkdir");
-        sb.git_root(&main, &["init", "-q", "-b", "main"]);
-        std::fs::write(main.join("README"), "main\n").expect("write");
-        sb.git_root(&main, &["add", "-A"]);
-        sb.git_root(&main, &["commit", "-qm", "initial"]);
+        let (sb, _, top, main) = tmp_repo("prot24-common-tmp", "common");
         let wt = sb.root.join("linked");
         sb.git_root(
             &main,
@@ -1533,22 +1559,7 @@ fn common_dir_in_tmp(who: Who) {
             pwned = q(&pwned),
             pay = q(&payload),
         );
-        let who_cmd = |program: &str, dir: &Path| {
-            let mut c = match who {
-                Who::Root => Command::new(program),
-                Who::User => {
-                    let mut c = Command::new("setpriv");
-                    c.arg(format!("--reuid={TEST_USER}"))
-                        .arg(format!("--regid={TEST_USER}"))
-                        .args(["--init-groups", "--"])
-                        .arg(program);
-                    c
-                }
-            };
-            sb.clean_env(&mut c);
-            c.current_dir(dir);
-            c
-        };
+        let who_cmd = |program: &str, dir: &Path| as_who(&sb, who, program, dir);
         let out = if walled {
             let mut c = who_cmd(sb.shims().join("claude").to_str().expect("utf8"), &wt);
             c.args(["/bin/sh", "-c", &script]);
@@ -2153,31 +2164,7 @@ fn worktree_in_tmp_renamed(who: Who) {
     for layout in [Layout::Main, Layout::Linked] {
         for up in [false, true] {
             for walled in [false, true] {
-                let sb = Sandbox::new("prot24-tmp-mv");
-                std::fs::write(
-                    sb.root.join("agent.sh"),
-                    "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
-                )
-                .expect("write agent script");
-                install(
-                    &sb.root.join("agent.sh"),
-                    &sb.agents().join("claude-real"),
-                    &["-m", "0755"],
-                );
-                let name = sb
-                    .root
-                    .file_name()
-                    .expect("name")
-                    .to_string_lossy()
-                    .into_owned();
-                let top = PathBuf::from(format!("/tmp/lw-mv-{name}"));
-                remove_if_there(&top);
-                let main = top.join("main");
-                std::fs::create_dir_all(&main).expect("mkdir");
-                sb.git_root(&main, &["init", "-q", "-b", "main"]);
-                std::fs::write(main.join("README"), "main\n").expect("write");
-                sb.git_root(&main, &["add", "-A"]);
-                sb.git_root(&main, &["commit", "-qm", "initial"]);
+                let (sb, name, top, main) = tmp_repo("prot24-tmp-mv", "mv");
                 let wt = match layout {
                     Layout::Main => main.clone(),
                     Layout::Linked => {
@@ -2214,22 +2201,7 @@ fn worktree_in_tmp_renamed(who: Who) {
                     pwned = q(&pwned),
                     w = q(&wt)
                 );
-                let who_cmd = |program: &str| {
-                    let mut c = match who {
-                        Who::Root => Command::new(program),
-                        Who::User => {
-                            let mut c = Command::new("setpriv");
-                            c.arg(format!("--reuid={TEST_USER}"))
-                                .arg(format!("--regid={TEST_USER}"))
-                                .args(["--init-groups", "--"])
-                                .arg(program);
-                            c
-                        }
-                    };
-                    sb.clean_env(&mut c);
-                    c.current_dir(&wt);
-                    c
-                };
+                let who_cmd = |program: &str| as_who(&sb, who, program, &wt);
                 let out = if walled {
                     let mut c = who_cmd(sb.shims().join("claude").to_str().expect("utf8"));
                     c.args(["/bin/sh", "-c", &script]);
