@@ -526,6 +526,10 @@ enum Look {
     Final,
 }
 
+/// How often the whole state is judged once inotify cannot watch all of it (after the agent:
+/// while it runs, the agent is ended instead).
+const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How long a linked worktree added while the agent runs may fail to check out before it
 /// is refused: `git worktree add` writes its few files in milliseconds.
 const GRACE: std::time::Duration = std::time::Duration::from_millis(300);
@@ -893,9 +897,17 @@ fn run(
     swept.add(sweep_absent(sweep));
     // The linked worktrees added that do not check out yet, and when to look at them again.
     let mut waiting = std::collections::HashMap::new();
-    let mut again = None;
+    let mut again: Option<std::time::Duration> = None;
+    // Once a watch could not be added after the agent (what it left running used up the
+    // user's inotify watches, found by review): the whole state judged every [`POLL`].
+    let mut polling = false;
     loop {
-        let (exited, changed) = match wait_either(&end, notify.as_ref(), again) {
+        let timeout = match (again, polling) {
+            (Some(a), true) => Some(a.min(POLL)),
+            (None, true) => Some(POLL),
+            (a, false) => a,
+        };
+        let (exited, changed) = match wait_either(&end, notify.as_ref(), timeout) {
             Ok(ready) => ready,
             Err(e) => {
                 end_agent(&end, &format!("waiting for the agent: {e}"), swept);
@@ -903,7 +915,7 @@ fn run(
             }
         };
         if let (true, Some(n)) = (changed, notify.as_mut()) {
-            let submodules_moved = n.drain();
+            let submodules_moved = n.drain() || polling;
             swept.add(sweep_absent(sweep));
             // A directory on the way may have appeared: watch it too.
             let mut watched = n.watch(sweep);
@@ -932,8 +944,23 @@ fn run(
                 }
                 Err(e) => Err(e),
             };
-            if let Err(e) = watched {
-                end_agent(&end, &format!("inotify: {e}"), swept);
+            match (watched, &end) {
+                (Ok(()), _) => {}
+                (Err(_), End::Last(_)) if polling => {}
+                // The agent is gone; what it left may still plant: looked for, not waited
+                // for.
+                (Err(e), End::Last(_)) => {
+                    polling = true;
+                    swept.lines.push(format!("the watcher could not watch all that what the agent left running may change (inotify: {e}): it looks every {} ms until that has ended", POLL.as_millis()));
+                }
+                (Err(e), End::Agent(_)) => end_agent(&end, &format!("inotify: {e}"), swept),
+            }
+            if polling {
+                let now = state_now(judged, subs, admin(protection), swept);
+                judge(&now, basis, judged, protection, swept);
+                for (subs, was) in nested {
+                    judge_nested(subs, was, swept);
+                }
             }
         }
         if exited {

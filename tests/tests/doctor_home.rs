@@ -152,17 +152,15 @@ fn open_home_names_the_credential_stores_and_other_repositories() {
     assert!(repos.contains("~/src/other (read-write)"), "{repos}");
     // This worktree's own repository is not "another".
     assert!(!repos.contains("src/app"), "{repos}");
-    // The open home covers the common dir: its config is writable, and every line says so.
-    let git = line(
-        &report,
-        "exposure    linked worktree: the agent can write the repository's ",
-    )
-    .unwrap_or_else(|| panic!("{report}"));
+    // The open home covers the common dir, so the launch holds its config and hooks as the
+    // main checkout's launch does (issue 24): every line says the agent cannot write them.
+    let git = line(&report, "git meta    linked worktree: ").unwrap_or_else(|| panic!("{report}"));
     assert!(
-        git.contains(&format!("{}/.git/config", app.display())),
+        git.contains("the agent cannot write the repository's config and hooks")
+            && git.contains(&format!("{}/.git/config (protected", app.display())),
         "{git}"
     );
-    config_claims_agree(&report, &app.join(".git/config"), true);
+    config_claims_agree(&report, &app.join(".git/config"), false);
     let exposure = line(&report, "exposure    in ").unwrap_or_else(|| panic!("{report}"));
     assert!(exposure.contains("~/.bashrc"), "{exposure}");
 

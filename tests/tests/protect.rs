@@ -2355,6 +2355,111 @@ fn a_checkout_cloned_again_at_the_same_path_starts_afresh_unprivileged() {
     recloned_at_the_same_path(Who::User);
 }
 
+/// Found by review: a process the agent leaves running uses up the user's inotify watches
+/// (`fs.inotify.max_user_watches`, `lw-doors exhaust-inotify`), then makes the directories
+/// on the way to a gitlink the agent staged and moves a repository (its `core.fsmonitor`
+/// the payload) into place: the watcher could watch none of them, and the repository stood
+/// until that process ended. Walled: the watcher looks at the whole state every 100 ms once
+/// a watch fails, so it is set aside, and the user's `git status` meanwhile runs nothing.
+/// The control: the same outside the wall, and the payload runs. Run as a user of its own
+/// (no other test's launches lose their watches).
+#[test]
+fn a_process_left_running_that_uses_up_inotify_watches_plants_in_vain() {
+    let uid = 61000 + std::process::id() % 1000;
+    let as_uid = |sb: &Sandbox, program: &Path, dir: &Path| {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--"])
+            .arg(program);
+        sb.clean_env(&mut c);
+        c.current_dir(dir);
+        c
+    };
+    for walled in [false, true] {
+        let sb = Sandbox::new("prot24-inotify");
+        std::fs::write(
+            sb.root.join("agent.sh"),
+            "#!/bin/sh\necho ran > \"$PWD/marker\"\nexec \"$@\"\n",
+        )
+        .expect("write agent script");
+        install(
+            &sb.root.join("agent.sh"),
+            &sb.agents().join("claude-real"),
+            &["-m", "0755"],
+        );
+        install(
+            &landwall_e2e::bin_dir().join("lw-doors"),
+            &sb.agents().join("lw-doors"),
+            &["-m", "0755"],
+        );
+        let main = sb.root.join("main");
+        std::fs::create_dir_all(&main).expect("mkdir");
+        sb.git_root(&main, &["init", "-q", "-b", "main"]);
+        std::fs::write(main.join("README"), "main\n").expect("write");
+        sb.git_root(&main, &["add", "-A"]);
+        sb.git_root(&main, &["commit", "-qm", "initial"]);
+        for d in [&main, &sb.home(), &sb.outside()] {
+            chown_tree(d, uid, uid);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        let pwned = sb.outside().join("pwned");
+        // Its own files where no watch of the worktree's sees them (an event in the
+        // worktree's top would have the watcher look again anyway).
+        let name = sb
+            .root
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let tmp = PathBuf::from(format!("/tmp/lw-ino-{name}"));
+        remove_if_there(&tmp);
+        std::fs::create_dir_all(tmp.join("fill")).expect("mkdir");
+        for n in 0..2000 {
+            std::fs::write(tmp.join("fill").join(n.to_string()), "").expect("fill");
+        }
+        chown_tree(&tmp, uid, uid);
+        let script = format!(
+            "printf '#!/bin/sh\\necho \"$0\" >> %s\\n' {pwned} > lw-payload; chmod +x lw-payload; P=\"$PWD/lw-payload\"; git update-index --add --cacheinfo 160000,$(git rev-parse HEAD),a/b/nest && P=\"$P\" setsid sh -c 'T={t}; {doors} exhaust-inotify $T/fill $T/exhausted & echo $! > $T/ex-pid; i=0; while [ ! -e $T/exhausted ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; git init -q $T/stash && git -C $T/stash config core.fsmonitor \"$P\"; mkdir -p a/b; sleep 0.3; mv $T/stash a/b/nest; echo $$ > $T/bg-pid; echo armed > $T/armed; exec sleep 30' </dev/null >/dev/null 2>&1 & echo first=$?",
+            pwned = q(&pwned),
+            doors = q(sb.agents().join("lw-doors")),
+            t = q(&tmp),
+        );
+        let mut c = if walled {
+            as_uid(&sb, &sb.shims().join("claude"), &main)
+        } else {
+            as_uid(&sb, Path::new("/bin/sh"), &main)
+        };
+        if walled {
+            c.args(["/bin/sh", "-c", &script]);
+        } else {
+            c.args(["-c", &script]);
+        }
+        let one = output_within(&mut c, Duration::from_secs(60));
+        let armed = appears_soon(&tmp.join("armed"));
+        let aside = aside_or_gone_soon(&main.join("a/b/nest/.git"));
+        let mut g = as_uid(&sb, Path::new("git"), &main);
+        g.args(["status", "--short"]);
+        let git = output(&mut g);
+        end_lingering(&tmp.join("bg-pid"));
+        end_lingering(&tmp.join("ex-pid"));
+        remove_if_there(&tmp);
+        assert!(
+            armed,
+            "walled: {walled}: the plant was not laid:\n{}",
+            describe(&one)
+        );
+        let ran = pwned.exists();
+        assert_eq!(
+            (ran, aside),
+            (!walled, walled),
+            "walled: {walled}: with the watches used up, the payload ran: {ran}, the repository was set aside: {aside}:\n{}\n{}",
+            describe(&one),
+            describe(&git)
+        );
+    }
+}
+
 #[test]
 fn users_next_git_in_another_worktree_runs_nothing_planted_from_the_main_checkout() {
     other_worktrees(Who::Root);

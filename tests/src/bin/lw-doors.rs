@@ -320,6 +320,34 @@ fn pause() -> ! {
     }
 }
 
+/// Uses up the user's inotify watches (`fs.inotify.max_user_watches`): watches every entry
+/// of `dir` from one instance after another until the kernel says ENOSPC (or no instance is
+/// left), writes `done` to `marker`, and waits to be killed, holding them.
+fn exhaust_inotify(dir: &Path, marker: &Path) -> ! {
+    let names: Vec<OsString> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| dir.join(e.file_name()).into_os_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut held = Vec::new();
+    'all: loop {
+        let Ok(fd) = raw::inotify_init() else { break };
+        for n in &names {
+            if raw::inotify_add_watch(&fd, n, libc::IN_ATTRIB).is_err() {
+                held.push(fd);
+                break 'all;
+            }
+        }
+        held.push(fd);
+    }
+    if let Err(e) = std::fs::write(marker, "done\n") {
+        eprintln!("lw-doors: {}: {e}", marker.display());
+    }
+    pause()
+}
+
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let Some((sub, rest)) = args.split_first() else {
@@ -328,6 +356,7 @@ fn main() {
     let p = |i: usize, what: &str| Path::new(arg(rest, i, what)).to_path_buf();
     let verdict = match sub.to_string_lossy().as_ref() {
         "pause" => pause(),
+        "exhaust-inotify" => exhaust_inotify(&p(0, "DIR"), &p(1, "MARKER")),
         "list" => list(&p(0, "DIR")),
         "inotify" => {
             if rest.len() < 2 {
