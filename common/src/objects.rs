@@ -959,19 +959,47 @@ fn move_into(from: &Dir, items: &[(&OsStr, &str)], stem: &str, area: &Dir) -> ni
 /// verifies: git never reads a name of the wrong length, so it is dead weight, not a danger,
 /// and asking git for the repository's format would cost a process on every call.
 ///
-/// It may run while the agent's git still writes into the quarantine (only final names are
-/// taken); then `prune_dirs` must be false: git creates a fan-out directory and then its
-/// temporary file in two steps, and an `rmdir` between them would fail its write. With
-/// `prune_dirs`, empty fan-out directories are removed (once the agent is gone). A
-/// quarantine that does not exist holds nothing: `Ok` with nothing done.
+/// It may run while an agent's git still writes into the quarantine (only final names are
+/// taken), so it removes no directory: see [`prune_empty`]. A quarantine that does not
+/// exist holds nothing: `Ok` with nothing done.
 pub fn migrate(
     quarantine: &Path,
     objects: &Path,
     git: &Path,
-    prune_dirs: bool,
     budget: &mut Budget,
 ) -> Result<Migrated, ObjectsError> {
-    migrate_capped(quarantine, objects, git, prune_dirs, budget, CAP)
+    migrate_capped(quarantine, objects, git, budget, CAP)
+}
+
+/// Removes the quarantine's empty fan-out directories, so that the common case, a
+/// quarantine with nothing in it, stays one listing. Only where no git can be writing into
+/// it, which for a launch means no other launch of the worktree runs (its record's lock is
+/// exclusive): git makes a fan-out directory and then its temporary file in two steps, and
+/// an `rmdir` in between fails its write ("unable to create temporary file"). Those still
+/// holding something stay: rmdir(2) says which. A quarantine that does not exist holds
+/// nothing. Returns how many were removed.
+pub fn prune_empty(quarantine: &Path) -> Result<usize, ObjectsError> {
+    let err = |step: &'static str| {
+        move |e: Errno| ObjectsError::Quarantine {
+            step,
+            path: quarantine.to_path_buf(),
+            source: e.into(),
+        }
+    };
+    let mut q = match open_dir_no_symlinks(quarantine) {
+        Ok(q) => q,
+        Err(Errno::ENOENT) => return Ok(0),
+        Err(e) => return Err(err("opening")(e)),
+    };
+    let names = list(&mut q).map_err(err("listing"))?;
+    let mut removed = 0;
+    for xx in names.iter().filter_map(|n| fanout_name(n)) {
+        match nix::unistd::unlinkat(&q, xx, UnlinkatFlags::RemoveDir) {
+            Ok(()) => removed += 1,
+            Err(e) => log::debug!("not removing {}: {e}", quarantine.join(xx).display()),
+        }
+    }
+    Ok(removed)
 }
 
 /// [`migrate`], with the rejected area's caps given.
@@ -979,7 +1007,6 @@ fn migrate_capped(
     quarantine: &Path,
     objects: &Path,
     git: &Path,
-    prune_dirs: bool,
     budget: &mut Budget,
     cap: Cap,
 ) -> Result<Migrated, ObjectsError> {
@@ -1054,15 +1081,6 @@ fn migrate_capped(
     }
     if !budget.is_spent() {
         migrate_packs(&mut rejects, git, &store, budget, &mut done)?;
-    }
-    // Empty fan-out directories go; those still holding something (an entry left for a later
-    // pass, a tmp_obj_* being written) stay, and rmdir(2) says which.
-    for name in names.iter().filter(|_| prune_dirs) {
-        if let Some(xx) = fanout_name(name) {
-            if let Err(e) = nix::unistd::unlinkat(&q, xx, UnlinkatFlags::RemoveDir) {
-                log::debug!("not removing {}: {e}", quarantine.join(xx).display());
-            }
-        }
     }
     Ok(done)
 }
@@ -1765,7 +1783,7 @@ mod tests {
         }
 
         fn migrate_with(&self, budget: &mut Budget) -> Migrated {
-            migrate(&self.q, &self.objects, &git_bin(), true, budget).expect("migrate")
+            migrate(&self.q, &self.objects, &git_bin(), budget).expect("migrate")
         }
 
         /// The rejected area.
@@ -1911,11 +1929,20 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o444);
-        let leftovers: Vec<_> = fs::read_dir(&r.q).expect("read_dir").flatten().collect();
-        assert!(
-            leftovers.is_empty(),
-            "empty fan-out directories removed: {leftovers:?}"
-        );
+        // The emptied fan-out directories stay (a git may be writing there); pruned, they
+        // go, and a fan-out holding a file being written stays with it.
+        assert!(fs::read_dir(&r.q).expect("read_dir").next().is_some());
+        let busy = r.q.join("ab");
+        fs::create_dir_all(&busy).expect("mkdir");
+        fs::write(busy.join("tmp_obj_x"), b"").expect("write");
+        let left = fs::read_dir(&r.q).expect("read_dir").count();
+        assert_eq!(prune_empty(&r.q).expect("prune"), left - 1);
+        let leftovers: Vec<_> = fs::read_dir(&r.q)
+            .expect("read_dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("ab")]);
     }
 
     #[test]
@@ -2297,7 +2324,7 @@ mod tests {
         fs::write(pack.join(format!("pack-{name}.idx")), fake_idx(0, 32)).expect("write");
         let no_git = Path::new("/nonexistent/git");
         let mut budget = Budget::per_launch();
-        let m = migrate(&r.q, &r.objects, no_git, true, &mut budget).expect("migrate");
+        let m = migrate(&r.q, &r.objects, no_git, &mut budget).expect("migrate");
         assert_eq!((m.loose, m.packs, m.rejected.len()), (1, 0, 1), "{m:?}");
         assert!(m.rejected[0].contains("/nonexistent/git"), "{m:?}");
         assert!(r.has(&id));
@@ -2311,8 +2338,7 @@ mod tests {
     fn objects_store_as_its_own_quarantine_is_refused() {
         let r = Repo::new(Format::Sha1);
         let mut budget = Budget::per_launch();
-        let err =
-            migrate(&r.objects, &r.objects, &git_bin(), true, &mut budget).expect_err("refused");
+        let err = migrate(&r.objects, &r.objects, &git_bin(), &mut budget).expect_err("refused");
         assert!(matches!(err, ObjectsError::Quarantine { .. }), "{err}");
         assert!(r.has(&r.git(false, &["rev-parse", "HEAD"], None)));
         r.fsck();
@@ -2324,6 +2350,7 @@ mod tests {
         let r = Repo::new(Format::Sha1);
         fs::remove_dir(&r.q).expect("rmdir");
         assert_eq!(r.migrate(), Migrated::default());
+        assert_eq!(prune_empty(&r.q).expect("prune"), 0);
     }
 
     /// Rewrites the file `path` (git makes its files read-only) with `edit` applied.
@@ -2389,7 +2416,7 @@ mod tests {
         };
         let run = |cap: Cap| {
             let mut budget = Budget::per_launch();
-            migrate_capped(&r.q, &r.objects, &git_bin(), true, &mut budget, cap).expect("migrate")
+            migrate_capped(&r.q, &r.objects, &git_bin(), &mut budget, cap).expect("migrate")
         };
         let (a, a_bytes) = forge(0);
         let (b, b_bytes) = forge(1);

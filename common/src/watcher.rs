@@ -244,6 +244,23 @@ fn watch(
             )
         }
     };
+    // The start judged, and while no other launch of the worktree can start: the
+    // quarantine's empty fan-out directories go now, when no git of any launch writes there
+    // (one in another launch's quarantine would lose a write to the `rmdir`). Then other
+    // launches may start beside this one.
+    if let Some(r) = record.as_mut() {
+        if let (true, Some(q)) = (r.exclusive, q) {
+            if let Err(e) = crate::objects::prune_empty(&q.dir) {
+                log::debug!("watcher: {e}");
+            }
+        }
+        if let Err(e) = r.share() {
+            return fail(
+                ready,
+                format!("the watcher could not judge the worktree: {e}"),
+            );
+        }
+    }
     // The nested worktrees' submodules: judged against what they were at the start (no
     // record of their own here; their own launches keep theirs).
     let nested: Vec<(&crate::protect::Submodules, crate::gitlinks::Populated)> = protection
@@ -437,7 +454,6 @@ fn start_basis(
         (false, Some(saved)) => saved,
         (false, None) => now,
     };
-    record.share()?;
     Ok(basis)
 }
 
@@ -825,7 +841,7 @@ fn report(lines: &[String]) {
 }
 
 /// The objects' thread: the quarantine emptied every [`PERIOD_MS`] while the agent runs;
-/// once `phase` is [`AGENT_ENDED`], one pass (empty directories pruned) and word on
+/// once `phase` is [`AGENT_ENDED`], one pass and word on
 /// `caught_up`, then on as before while what the agent left runs; at [`ALL_ENDED`], a last
 /// pass. All on one budget ([`crate::objects::Budget`]), so a quarantine the agent filled
 /// with work costs a bounded time per launch.
@@ -836,13 +852,8 @@ fn move_objects(
     caught_up: std::sync::mpsc::Sender<()>,
 ) {
     let mut budget = crate::objects::Budget::per_launch();
-    let mut once = |when: &str, prune: bool| match crate::objects::migrate(
-        &q.dir,
-        &q.objects,
-        git,
-        prune,
-        &mut budget,
-    ) {
+    let mut once = |when: &str| match crate::objects::migrate(&q.dir, &q.objects, git, &mut budget)
+    {
         Ok(m) => {
             for r in &m.rejected {
                 log::debug!("quarantine {}: {when}: kept back: {r}", q.dir.display());
@@ -857,13 +868,13 @@ fn move_objects(
             break;
         }
         if now == AGENT_ENDED && !told {
-            once("after the agent", true);
+            once("after the agent");
             if caught_up.send(()).is_err() {
                 log::debug!("watcher: no one waits for the objects");
             }
             told = true;
         } else {
-            once("while the agent's processes run", false);
+            once("while the agent's processes run");
         }
         for _ in 0..PERIOD_MS / 20 {
             if phase.load(Ordering::SeqCst) != now {
@@ -872,7 +883,7 @@ fn move_objects(
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
-    once("after the last process", true);
+    once("after the last process");
 }
 
 /// While the agent runs: each absent protected path set aside as soon as it appears

@@ -2600,6 +2600,92 @@ fn wait_for_quarantine(s: &Scene) {
     }
 }
 
+/// The open marks of the worktree's launches in its record: one for each launch whose watcher
+/// has not finished.
+fn open_marks(s: &Scene) -> usize {
+    let home = match s.who {
+        Who::Root => PathBuf::from("/root"),
+        Who::User => s.sb.home(),
+    };
+    let real = std::fs::canonicalize(&s.wt).expect("real path of the worktree");
+    let dir = home
+        .join(landwall::record::UNDER_HOME)
+        .join(landwall::record::key(&real));
+    std::fs::read_dir(dir).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("open-"))
+            .count()
+    })
+}
+
+/// Found in CI: a launch's watcher, at its end, removed the quarantine's empty fan-out
+/// directories while another launch of the worktree ran, and that launch's `git add` failed
+/// ("unable to create temporary file"): git makes the fan-out directory, then its file in
+/// it. Here the second launch holds an empty fan-out directory, as git does between its
+/// two steps, while a first launch starts and ends beside it: the directory stays, and the
+/// write goes through. The next launch that runs alone removes it before its agent starts.
+fn quarantine_beside_another(who: Who) {
+    let s = Scene::new("prot24-fanout", who, Layout::Linked, false);
+    let fanout = s.git_dir.join(landwall::policy::QUARANTINE_DIR).join("ab");
+    let mut c = s.walled(
+        "O=$(git rev-parse --git-path objects); mkdir \"$O/ab\"; touch lw-ready; i=0; \
+         while [ ! -e lw-go ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+         if [ -d \"$O/ab\" ]; then echo kept; else echo removed; fi; \
+         echo beside | git hash-object -w --stdin",
+    );
+    let long = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the long agent");
+    assert!(
+        appears_soon(&s.wt.join("lw-ready")),
+        "the long agent did not start"
+    );
+    // The premise: its fan-out directory is in the quarantine the watchers empty.
+    assert!(fanout.is_dir(), "{} is not there", fanout.display());
+    // The long launch's mark; the short launch's comes and goes.
+    let marks = open_marks(&s);
+    assert!(marks >= 1, "the long launch left no mark in its record");
+    let short = output_within(&mut s.walled("echo short"), Duration::from_secs(60));
+    assert!(short.status.success(), "{}", describe(&short));
+    // The short launch's watcher finishes (its mark goes, then its last pass of the
+    // quarantine), with the long launch still running.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while open_marks(&s) > marks && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        open_marks(&s) <= marks,
+        "the short launch's watcher did not finish"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(s.wt.join("lw-go"), "").expect("write lw-go");
+    let long = long.wait_with_output().expect("wait for the long agent");
+    assert!(
+        long.status.success() && stdout(&long).starts_with("kept\n"),
+        "{who:?}: the fan-out directory of a launch still running was removed:\n{}",
+        describe(&long)
+    );
+    s.settle();
+    // Alone, the next launch prunes it before its agent runs.
+    assert!(fanout.is_dir(), "removed after the long launch ended");
+    let out = s.run_walled(
+        "O=$(git rev-parse --git-path objects); if [ -d \"$O/ab\" ]; then echo kept; else echo pruned; fi",
+    );
+    assert_eq!(stdout(&out), "pruned\n", "{}", describe(&out));
+}
+
+#[test]
+fn a_launch_ending_beside_another_leaves_its_git_writes_alone() {
+    quarantine_beside_another(Who::Root);
+}
+
+#[test]
+fn a_launch_ending_beside_another_leaves_its_git_writes_alone_unprivileged() {
+    quarantine_beside_another(Who::User);
+}
+
 /// With every protected path present and held, the agent's commit works and the main
 /// checkout sees it; the user commits after it.
 fn commits_work(who: Who, layout: Layout) {
