@@ -886,38 +886,56 @@ fn rename_aside(dir: &OwnedFd, name: &OsStr) -> io::Result<OsString> {
 }
 
 /// Removes the directory `name` in `dir` and everything in it, by descriptor, following no
-/// link (a link is removed as itself), however deep: a job can nest directories thousands
-/// of levels down, and a tree left in a protected directory would stop every later job's
-/// snapshot there. It walks down one directory at a time, holding the names on the way (not
-/// a descriptor per level), and climbs back through `..`, checked to be the directory it
-/// came from. Called only once nothing of the job runs, so the tree holds still.
+/// link (a link is removed as itself), however deep or wide: a job can nest directories
+/// thousands of levels down, or put tens of thousands side by side, and a tree left in a
+/// protected directory would stop every later job's snapshot there. Each directory is
+/// listed once, when the walk enters it: its files are removed then and its directories'
+/// names kept for the walk (so the work is linear in the tree, not in its width times its
+/// size). It walks down one directory at a time, holding names on the way (not a descriptor
+/// per level), and climbs back through `..`, checked to be the directory it came from.
+/// Called only once nothing of the job runs, so the tree holds still; what appeared anyway
+/// makes an `rmdir` fail, and the tree stays aside.
 fn remove_tree(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
-    let top = open_dir_to_change(dir.as_fd(), name)?;
-    writable(&top)?;
-    // The directories on the way down: (descriptor's identity, name in its parent).
-    let mut way: Vec<((u64, u64), OsString)> = Vec::new();
-    let mut cur = top;
-    loop {
-        let mut sub = None;
-        for (n, is_dir) in list(&cur)? {
+    /// A directory entered: its identity and name in its parent (none for the top), and
+    /// the directories in it not yet removed.
+    struct Level {
+        parent: Option<((u64, u64), OsString)>,
+        left: Vec<OsString>,
+    }
+    /// Removes the files in `fd` and gives the names of the directories.
+    fn enter(fd: &OwnedFd) -> io::Result<Vec<OsString>> {
+        let mut dirs = Vec::new();
+        for (n, is_dir) in list(fd)? {
             if is_dir {
-                if sub.is_none() {
-                    sub = Some(n);
-                }
+                dirs.push(n);
             } else {
-                unlinkat(&cur, n.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
+                unlinkat(fd, n.as_os_str(), UnlinkatFlags::NoRemoveDir)?;
             }
         }
-        if let Some(n) = sub {
+        Ok(dirs)
+    }
+    let top = open_dir_to_change(dir.as_fd(), name)?;
+    writable(&top)?;
+    let mut way = vec![Level {
+        parent: None,
+        left: enter(&top)?,
+    }];
+    let mut cur = top;
+    while let Some(level) = way.last_mut() {
+        if let Some(n) = level.left.pop() {
             let here = fstat(&cur)?;
             let down = open_dir_to_change(cur.as_fd(), &n)?;
             writable(&down)?;
-            way.push(((here.st_dev, here.st_ino), n));
+            let left = enter(&down)?;
+            way.push(Level {
+                parent: Some(((here.st_dev, here.st_ino), n)),
+                left,
+            });
             cur = down;
             continue;
         }
         // `cur` is empty: removed from its parent, which is where the walk goes on.
-        let Some((parent_id, own_name)) = way.pop() else {
+        let Some((parent_id, own_name)) = way.pop().and_then(|l| l.parent) else {
             break;
         };
         let up = openat(
@@ -1185,6 +1203,37 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
         // Left unprotected, it is not read.
         assert!(Snapshot::take(&wt, &[protect::Change::Remove(".opencode".into())]).is_ok());
+    }
+
+    /// Found by review: 40,000 empty directories under an absent `.husky` took the sweep
+    /// 414 s, because the walk re-listed a directory each time it climbed back to it. Each
+    /// directory is listed once now: a wide tree, with deep and unwritable parts, goes whole.
+    #[test]
+    fn a_wide_tree_under_an_absent_path_is_removed_whole() {
+        let t = Scratch::new("wide");
+        let (root, wt) = main_checkout(&t);
+        let snap = Snapshot::take(&wt, &[]).expect("snapshot");
+        let husky = root.join(".husky");
+        fs::create_dir(&husky).expect("mkdir");
+        for i in 0..40_000 {
+            fs::create_dir(husky.join(format!("d{i}"))).expect("mkdir");
+        }
+        fs::create_dir_all(husky.join("d7/a/b/c")).expect("mkdir");
+        fs::write(husky.join("d7/a/b/c/pre-commit"), "#!/bin/sh\n").expect("write");
+        fs::write(husky.join("d9/f"), "x").expect("write");
+        fs::set_permissions(husky.join("d9"), fs::Permissions::from_mode(0o500)).expect("chmod");
+        let found = snap.sweep();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].path, ".husky");
+        assert!(found[0].restored.is_ok(), "{found:?}");
+        assert!(fs::symlink_metadata(&husky).is_err());
+        let left: Vec<_> = fs::read_dir(&root)
+            .expect("read_dir")
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().contains("landwall-swept"))
+            .collect();
+        assert!(left.is_empty(), "left aside: {left:?}");
     }
 
     #[test]
