@@ -420,7 +420,11 @@ impl Kernel for LiveKernel {
         sweep: &Protection,
         min_abi: u32,
     ) -> io::Result<()> {
-        self.watcher = Some(crate::watcher::start(quarantine, sweep, min_abi)?);
+        let mut ready = crate::watcher::start(quarantine, sweep, min_abi)?;
+        // After a launch that did not finish, the start is judged before the namespace
+        // binds the protected paths (what it sets aside is not there to bind).
+        ready.judged().map_err(io::Error::other)?;
+        self.watcher = Some(ready);
         Ok(())
     }
 

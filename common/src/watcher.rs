@@ -54,6 +54,13 @@ const READY_MS: libc::c_int = 30_000;
 /// What the watcher writes to say it is ready; anything else is the reason it is not.
 const READY: &[u8] = b"ready";
 
+/// What the watcher writes first when the start is judged against the record (a launch of
+/// the worktree did not finish): nothing differed from it, or something did and was set
+/// aside. The launch waits for this before its namespace binds the protected paths, which
+/// would otherwise race the set-aside.
+const JUDGED_CLEAN: u8 = b'j';
+const JUDGED_SWEPT: u8 = b's';
+
 /// Where the watcher looks for git (for packs) with its own, fixed PATH: never the agent's.
 const GIT_CANDIDATES: &[&str] = &["/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
 
@@ -69,6 +76,9 @@ pub struct Ready {
     /// Whether the watcher keeps a record, and so must know when the agent's last process
     /// has ended, not only the agent ([`crate::seccomp::install_with_listener`]).
     listener: bool,
+    /// Whether a launch of the worktree did not finish, so the watcher judges the start
+    /// against the record before it says anything else ([`Ready::judged`]).
+    judging: bool,
 }
 
 impl Ready {
@@ -83,12 +93,58 @@ impl Ready {
         sys::send_fd(self.pipe.as_fd(), listener.as_ref().map(AsFd::as_fd))
     }
 
+    /// Where a launch of the worktree did not finish, waits (up to 30 s) for the watcher's
+    /// judgement of the start against the record; `Ok` at once otherwise. `Err` if it set
+    /// anything aside: the protected paths this launch would bind read-only were taken as
+    /// they were before that, so it stops, and the next launch starts from what is there.
+    pub fn judged(&mut self) -> Result<(), String> {
+        if !self.judging {
+            return Ok(());
+        }
+        let mut first = [0u8; 1];
+        loop {
+            match sys::wait_readable(self.pipe.as_fd(), READY_MS) {
+                Ok(true) => {}
+                Ok(false) => return Err("the watcher did not judge the start within 30 s".into()),
+                Err(e) => return Err(format!("waiting for the watcher: {e}")),
+            }
+            match nix::unistd::read(&self.pipe, &mut first) {
+                Ok(0) => return Err("the watcher ended before it was ready".into()),
+                Ok(_) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(format!("waiting for the watcher: {e}")),
+            }
+        }
+        match first[0] {
+            JUDGED_CLEAN => Ok(()),
+            JUDGED_SWEPT => Err("a launch in this worktree did not finish, and what differed from the record of what is yours was set aside (said above) before this agent started; look at it, then start the agent again".into()),
+            _ => Err(self.said(first.to_vec())),
+        }
+    }
+
     /// Reaps the detaching child and waits (up to 30 s) until the watcher says it is ready:
     /// `Err` with its reason (or that it ended, or did not answer) otherwise. The agent must
     /// not start before this returns `Ok`.
     pub fn wait(self) -> Result<(), String> {
         sys::reap_detacher(self.detacher).map_err(|e| format!("the watcher did not start: {e}"))?;
-        let mut said = Vec::new();
+        let said = self.read_to_end(Vec::new())?;
+        match said.as_slice() {
+            READY => Ok(()),
+            [] => Err("the watcher ended before it was ready".into()),
+            why => Err(crate::spool::printable(&String::from_utf8_lossy(why)).into_owned()),
+        }
+    }
+
+    /// The watcher's reason for not being ready, which begins with `said`.
+    fn said(&self, said: Vec<u8>) -> String {
+        match self.read_to_end(said) {
+            Ok(why) => crate::spool::printable(&String::from_utf8_lossy(&why)).into_owned(),
+            Err(e) => e,
+        }
+    }
+
+    /// What the watcher writes until it closes its end (at most 4 KiB kept), after `said`.
+    fn read_to_end(&self, mut said: Vec<u8>) -> Result<Vec<u8>, String> {
         let mut buf = [0u8; 512];
         loop {
             match sys::wait_readable(self.pipe.as_fd(), READY_MS) {
@@ -104,11 +160,7 @@ impl Ready {
                 Err(e) => return Err(format!("waiting for the watcher: {e}")),
             }
         }
-        match said.as_slice() {
-            READY => Ok(()),
-            [] => Err("the watcher ended before it was ready".into()),
-            why => Err(crate::spool::printable(&String::from_utf8_lossy(why)).into_owned()),
-        }
+        Ok(said)
     }
 }
 
@@ -140,15 +192,20 @@ pub fn start(q: Option<&Quarantine>, protection: &Protection, min_abi: u32) -> i
         Some(dir) => Record::open(dir, &protection.root)?,
         None => None,
     };
+    let judging = match &record {
+        Some(r) if r.exclusive => !r.others()?.is_empty(),
+        _ => false,
+    };
     let pidfd = sys::pidfd_self()?;
     let (read, write) = sys::socket_pair()?;
     let listener = record.is_some();
-    let watch = move || watch(&pidfd, q, protection, record, write, min_abi);
+    let watch = move || watch(&pidfd, q, protection, record, judging, write, min_abi);
     let detacher = sys::spawn_detached(watch)?;
     Ok(Ready {
         detacher,
         pipe: read,
         listener,
+        judging,
     })
 }
 
@@ -161,6 +218,7 @@ fn watch(
     q: Option<&Quarantine>,
     protection: &Protection,
     mut record: Option<Record>,
+    judging: bool,
     ready: OwnedFd,
     min_abi: u32,
 ) -> i32 {
@@ -244,6 +302,31 @@ fn watch(
             )
         }
     };
+    // The judgement the launch waits for before its namespace: if anything was set aside,
+    // the launch took the protected paths as they were before, so it stops (said here, on
+    // its terminal), and this watcher's mark goes if all that had to be set aside was.
+    if judging {
+        let answer = if swept.lines.is_empty() {
+            JUDGED_CLEAN
+        } else {
+            report(&std::mem::take(&mut swept.lines));
+            JUDGED_SWEPT
+        };
+        if let Err(e) = nix::unistd::write(&ready, &[answer]) {
+            log::debug!("watcher: saying how the start was judged: {e}");
+            return 1;
+        }
+        if answer == JUDGED_SWEPT {
+            if let Some(r) = record.as_mut() {
+                if swept.failed {
+                    log::debug!("watcher: something could not be set aside; the mark stays");
+                } else if let Err(e) = r.unmark() {
+                    log::debug!("watcher: {e}");
+                }
+            }
+            return 1;
+        }
+    }
     // The start judged, and while no other launch of the worktree can start: the
     // quarantine's empty fan-out directories go now, when no git of any launch writes there
     // (one in another launch's quarantine would lose a write to the `rmdir`). Then other

@@ -301,8 +301,14 @@ pub fn test_user() -> (u32, u32) {
 
 /// `chown -hR uid:gid path`.
 pub fn chown_tree(path: &Path, uid: u32, gid: u32) {
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).expect("chown");
-    if std::fs::symlink_metadata(path).expect("stat").is_dir() {
+    use std::os::unix::fs::MetadataExt as _;
+    // Only what is not theirs yet: a chown changes the change time, which the record of
+    // what is the user's own holds.
+    let meta = std::fs::symlink_metadata(path).expect("stat");
+    if (meta.uid(), meta.gid()) != (uid, gid) {
+        std::os::unix::fs::lchown(path, Some(uid), Some(gid)).expect("chown");
+    }
+    if meta.is_dir() {
         for entry in std::fs::read_dir(path).expect("read dir") {
             chown_tree(&entry.expect("entry").path(), uid, gid);
         }

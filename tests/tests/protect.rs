@@ -251,7 +251,7 @@ impl Scene {
         out
     }
 
-    /// Waits (3 s at most) until no watcher of the worktree runs: each holds the record's
+    /// Waits (60 s at most, then fails the test) until no watcher of the worktree runs: each holds the record's
     /// lock until its last judgement, which comes just after its agent's last process has
     /// ended, so what the test does next is not taken for the agent's doing.
     fn settle(&self) {
@@ -267,7 +267,9 @@ impl Scene {
         let Ok(file) = std::fs::File::open(&lock) else {
             return;
         };
-        let deadline = Instant::now() + Duration::from_secs(3);
+        // Long enough for a loaded machine; a watcher still there then fails the test
+        // rather than racing its next step.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             use std::os::fd::AsFd as _;
             match landwall::sys::flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
@@ -275,6 +277,7 @@ impl Scene {
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
+        panic!("a watcher of {} still ran after 60 s", self.wt.display());
     }
 
     /// Runs `script` outside the wall.
@@ -2064,10 +2067,25 @@ fn worktree_added_under_a_dead_watcher(who: Who) {
         let s = Scene::new("prot24-dead-watcher", who, Layout::Main, false);
         let one = s.run_walled("echo first");
         let x = plant(&s, dead);
-        let two = s.run_walled("echo second");
+        let two = if dead {
+            // What the launch before left is set aside before this agent starts; the
+            // protected paths this launch took to hold were those from before, so it stops
+            // (exit 100) and says so, and the next one starts from what is there.
+            remove_if_there(&s.wt.join("marker"));
+            let out = output_within(&mut s.walled("echo second"), Duration::from_secs(60));
+            assert_eq!(out.status.code(), Some(100), "{who:?}: {}", describe(&out));
+            assert!(
+                !s.sb.ran_in(&s.wt),
+                "{who:?}: the agent started:\n{}",
+                describe(&out)
+            );
+            s.settle();
+            out
+        } else {
+            s.run_walled("echo second")
+        };
         let gits = users_next_git(&s, &x);
         let ran = s.pwned().exists();
-        remove_if_there(&x);
         assert_eq!(
             ran,
             !dead,
@@ -2076,6 +2094,23 @@ fn worktree_added_under_a_dead_watcher(who: Who) {
             describe(&two),
             describe_all(&gits)
         );
+        if dead {
+            // Only the plant went: the user's own config is where it was.
+            assert!(
+                s.common.join("config").is_file(),
+                "{who:?}: the repository's config was set aside:\n{}",
+                describe(&two)
+            );
+            let three = s.run_walled("echo third");
+            let gits = users_next_git(&s, &x);
+            assert!(
+                !s.pwned().exists(),
+                "{who:?}: after the launch that judged it, the payload ran:\n{}\n{}",
+                describe(&three),
+                describe_all(&gits)
+            );
+        }
+        remove_if_there(&x);
     }
 }
 
@@ -2794,7 +2829,9 @@ fn namespace_refused(who: Who, layout: Layout) {
         "the rewritten .envrc was not kept aside: {}",
         describe(&out)
     );
-    // The control: outside the wall the rewrite stays.
+    // The control: outside the wall the rewrite stays (once the walled launch's watcher,
+    // which judges once more when the agent's last process has ended, is done).
+    s.settle();
     let out = s.run_control(script);
     assert_eq!(
         std::fs::read(&envrc).expect("read"),
