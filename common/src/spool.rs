@@ -196,8 +196,15 @@ impl Spool {
         self.logs().join(format!("{id}.log"))
     }
 
-    /// Creates the spool directory and its subdirectories where missing.
+    /// Creates the spool directory and its subdirectories where missing, with no access for
+    /// others whatever the umask, and takes others' access away from any of them this user
+    /// owns that has it (made by hand, `install -d`'s 0755, or by an older landwall): job
+    /// files hold prompts, worktrees and the names of variables, which no other local user
+    /// is to read. (The files in them may keep older modes: a directory closed to others
+    /// closes what is in it.)
     pub fn create_layout(&self) -> Result<(), SpoolError> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let me = nix::unistd::geteuid().as_raw();
         for dir in [
             self.root.clone(),
             self.tmp(),
@@ -207,11 +214,28 @@ impl Spool {
             self.failed(),
             self.logs(),
         ] {
-            fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(&dir)
+                .map_err(io_err("creating", &dir))?;
+            let m = fs::symlink_metadata(&dir).map_err(io_err("looking at", &dir))?;
+            if m.uid() == me && m.mode() & 0o007 != 0 {
+                fs::set_permissions(&dir, fs::Permissions::from_mode(m.mode() & 0o7770))
+                    .map_err(io_err("closing to others", &dir))?;
+            }
         }
         Ok(())
     }
 }
+
+/// The mode of the spool's directories: the group (of submitters the administrator may
+/// make: the spool directory setgid to it) as the owner, others nothing.
+pub const DIR_MODE: u32 = 0o770;
+
+/// The mode of every file the spool holds: the group may read (`landwall jobs`), others
+/// nothing. (A mode passed to open(2) only loses bits to the umask, never gains them.)
+pub const FILE_MODE: u32 = 0o640;
 
 /// Makes a directory's entries durable (after a rename into it).
 pub fn sync_dir(dir: &Path) -> Result<(), SpoolError> {
@@ -652,7 +676,7 @@ fn write_atomic(
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o644)
+        .mode(FILE_MODE)
         .open(&tmp)
         .map_err(io_err("creating", &tmp))?;
     f.write_all(bytes).map_err(io_err("writing", &tmp))?;
@@ -706,7 +730,7 @@ pub fn submit(spool: &Spool, job: &RawJob) -> Result<String, SpoolError> {
         let mut f = match OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o644)
+            .mode(FILE_MODE)
             .open(&tmp)
         {
             Ok(f) => f,

@@ -1108,7 +1108,7 @@ impl Daemon {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
-            .mode(0o640)
+            .mode(spool::FILE_MODE)
             .open(self.spool.log_file(id))?;
         let (status_r, status_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         fcntl(&status_r, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;

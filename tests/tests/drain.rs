@@ -2919,3 +2919,117 @@ fn a_tree_too_deep_to_keep_is_removed_and_the_next_job_runs() {
     );
     assert!(d.log_of(&next).contains("next-ran"));
 }
+
+/// `cmd` as the test user (another local user), with its output.
+fn as_other_user(cmd: &[&str]) -> std::process::Output {
+    let _ = landwall_e2e::test_user();
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={}", landwall_e2e::TEST_USER))
+        .arg(format!("--regid={}", landwall_e2e::TEST_USER))
+        .args(["--init-groups", "--"])
+        .args(cmd);
+    run(&mut c)
+}
+
+/// Every entry under `root` whose mode gives others any access, with its mode.
+fn open_to_others(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let m = fs::symlink_metadata(&p).expect("stat");
+        if m.mode() & 0o007 != 0 {
+            out.push(format!("{} {:o}", p.display(), m.mode() & 0o7777));
+        }
+        if m.is_dir() {
+            todo.extend(
+                fs::read_dir(&p)
+                    .expect("list")
+                    .map(|e| e.expect("entry").path()),
+            );
+        }
+    }
+    out
+}
+
+/// Issue 25, item 4: under the quick start's `install -d` (0755) and a umask of 000, the
+/// spool's directories and files (queued, done, results, logs, the lock) carry no access for
+/// others, and another local user can neither list the queue nor read a job's prompt. The
+/// control: a job file as it was written before (0644, in a 0755 directory) that user reads.
+#[test]
+fn spool_files_carry_no_access_for_others() {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let d = Drain::new("drain-spool-modes");
+    fs::DirBuilder::new()
+        .mode(0o755)
+        .create(d.spool())
+        .expect("install -d the spool");
+    fs::set_permissions(d.spool(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let wt = d.wt("a");
+    let with_umask_0 = |c: &mut Command| -> std::process::Output {
+        let mut sh = Command::new("/bin/sh");
+        sh.args(["-c", "umask 000; exec \"$@\"", "sh"])
+            .arg(c.get_program())
+            .args(c.get_args());
+        d.sb.clean_env(&mut sh);
+        sh.current_dir(&d.sb.root);
+        run(&mut sh)
+    };
+    let submit = |prompt: &str| -> String {
+        let mut c = Command::new(landwall_e2e::landwall());
+        c.arg("submit")
+            .arg("--spool")
+            .arg(d.spool())
+            .arg("--worktree")
+            .arg(&wt)
+            .args(["--", "sh", "-c", prompt]);
+        let out = with_umask_0(&mut c);
+        assert!(out.status.success(), "submit: {}", stderr(&out));
+        stdout(&out).trim().to_string()
+    };
+    let ran = submit("echo the secret prompt");
+    let mut once = d.drain();
+    once.arg("--once");
+    let out = with_umask_0(&mut once);
+    assert!(out.status.success(), "--once: {}", stderr(&out));
+    let queued = submit("echo another secret prompt");
+    let (state, _) = d.expect_result(&ran);
+    assert_eq!(state, "done");
+    let job = d.dir("queue").join(format!("{queued}.toml"));
+    assert!(job.is_file(), "{}", d.tree());
+    assert!(d.log_of(&ran).contains("the secret prompt"));
+    let open = open_to_others(&d.spool());
+    assert!(open.is_empty(), "open to others: {open:?}");
+    for path in [
+        d.dir("queue"),
+        job.clone(),
+        d.dir("done").join(format!("{ran}.toml")),
+        d.spool().join("logs").join(format!("{ran}.log")),
+    ] {
+        let out = as_other_user(&["cat", path.to_str().expect("utf8")]);
+        assert!(
+            !out.status.success() && !stdout(&out).contains("secret"),
+            "another user read {}: {}",
+            path.display(),
+            stdout(&out)
+        );
+    }
+    let out = as_other_user(&["ls", d.dir("queue").to_str().expect("utf8")]);
+    assert!(
+        !out.status.success() && !stdout(&out).contains(&queued),
+        "another user listed the queue: {}",
+        stdout(&out)
+    );
+    // The control: the same job file as before, 0644 in a 0755 directory beside the spool.
+    let old = d.sb.root.join("old-queue");
+    fs::create_dir(&old).expect("mkdir");
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let copy = old.join(format!("{queued}.toml"));
+    fs::copy(&job, &copy).expect("copy");
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out = as_other_user(&["cat", copy.to_str().expect("utf8")]);
+    assert!(
+        out.status.success() && stdout(&out).contains("another secret prompt"),
+        "control: another user could not read a 0644 job file: {}",
+        stderr(&out)
+    );
+}
