@@ -20,7 +20,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
@@ -28,6 +28,8 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::errno::Errno;
@@ -61,6 +63,9 @@ const KILL_AFTER: Duration = Duration::from_secs(5);
 const TMP_AGE: Duration = Duration::from_secs(3600);
 /// How long start-up waits for a dead daemon's leftover processes to die after SIGKILL.
 const LEFTOVER_PATIENCE: Duration = Duration::from_secs(5);
+/// The longest the removal of what one job's sweep set aside may take; past it the rest
+/// stays renamed aside (where nothing uses it), and the log says where.
+const REMOVAL_LIMIT: Duration = Duration::from_secs(120);
 /// How often a daemon short of room on the spool's file system looks again.
 const ROOM_RECHECK: Duration = Duration::from_secs(5);
 
@@ -354,6 +359,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
         pid: std::process::id(),
         live,
         running: Vec::new(),
+        removals: Vec::new(),
         pending: VecDeque::new(),
         dirty: true,
         warned: HashSet::new(),
@@ -418,6 +424,10 @@ struct Wake {
     hup: UnixStream,
     chld: UnixStream,
     inotify: Inotify,
+    /// Written to (by [`Removal`]'s thread) when a removal has ended.
+    removed: UnixStream,
+    /// Its other end, cloned for each removal's thread.
+    removed_w: UnixStream,
 }
 
 impl Wake {
@@ -444,11 +454,20 @@ impl Wake {
                     | AddWatchFlags::IN_ONLYDIR,
             )
             .map_err(|e| io_err("watching queue/")(e.into()))?;
+        let (removed, removed_w) = UnixStream::pair()
+            .and_then(|(r, w)| {
+                r.set_nonblocking(true)?;
+                w.set_nonblocking(true)?;
+                Ok((r, w))
+            })
+            .map_err(io_err("making the removals' pipe"))?;
         Ok(Wake {
             term,
             hup,
             chld,
             inotify,
+            removed,
+            removed_w,
         })
     }
 
@@ -467,6 +486,7 @@ impl Wake {
             PollFd::new(self.hup.as_fd(), PollFlags::POLLIN),
             PollFd::new(self.chld.as_fd(), PollFlags::POLLIN),
             PollFd::new(self.inotify.as_fd(), PollFlags::POLLIN),
+            PollFd::new(self.removed.as_fd(), PollFlags::POLLIN),
         ];
         match poll(&mut fds, timeout) {
             Ok(_) | Err(Errno::EINTR) => Ok(()),
@@ -487,6 +507,63 @@ fn drain_pipe(mut s: &UnixStream) -> usize {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return n,
         }
+    }
+}
+
+/// The removal of what a job's sweep set aside (renamed out of the way already, so its
+/// effect has ended), on a thread of its own: as long as what the job made, so off the
+/// daemon's loop. Its job's worktree stays reserved until it ends ([`reach`]): what is set
+/// aside may lie in a protected directory that the next job's snapshot would read.
+struct Removal {
+    id: String,
+    reach: Vec<PathBuf>,
+    /// Set to stop it (the daemon stops).
+    stop: Arc<AtomicBool>,
+    /// Set by the thread when its work is over, before it wakes the daemon.
+    done: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Removal {
+    fn start(
+        id: String,
+        reach: Vec<PathBuf>,
+        later: sweep::Later,
+        wake: &UnixStream,
+    ) -> io::Result<Removal> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let told = wake.try_clone()?;
+        let (job, stopped, over) = (id.clone(), Arc::clone(&stop), Arc::clone(&done));
+        let thread = std::thread::Builder::new()
+            .name("removal".into())
+            .spawn(move || {
+                let began = Instant::now();
+                let left = later.remove(&stopped, Some(began + REMOVAL_LIMIT));
+                for l in &left {
+                    log::warn!("job {job}: {}", printable(l));
+                }
+                log::info!(
+                    "job {job}: what its sweep set aside was removed{} in {}",
+                    if left.is_empty() {
+                        ""
+                    } else {
+                        ", but for the above,"
+                    },
+                    human(began.elapsed())
+                );
+                over.store(true, Ordering::SeqCst);
+                if let Err(e) = (&told).write_all(b"r") {
+                    log::debug!("removal: waking the daemon: {e}");
+                }
+            })?;
+        Ok(Removal {
+            id,
+            reach,
+            stop,
+            done,
+            thread,
+        })
     }
 }
 
@@ -581,6 +658,8 @@ struct Daemon {
     pid: u32,
     live: Live,
     running: Vec<Running>,
+    /// The removals of what ended jobs' sweeps set aside.
+    removals: Vec<Removal>,
     /// Queued IDs from the last scan, in order.
     pending: VecDeque<String>,
     /// queue/ changed since the last scan.
@@ -620,6 +699,20 @@ impl Daemon {
             self.reload();
         }
         drain_pipe(&self.wake.chld);
+        if drain_pipe(&self.wake.removed) > 0 {
+            let (ended, going): (Vec<Removal>, Vec<Removal>) = std::mem::take(&mut self.removals)
+                .into_iter()
+                .partition(|r| r.done.load(Ordering::SeqCst));
+            self.removals = going;
+            for r in ended {
+                if r.thread.join().is_err() {
+                    log::error!(
+                        "job {}: the removal of what its sweep set aside panicked",
+                        r.id
+                    );
+                }
+            }
+        }
         loop {
             match self.wake.inotify.read_events() {
                 Ok(events) if !events.is_empty() => self.dirty = true,
@@ -649,6 +742,10 @@ impl Daemon {
                 self.stopping = Some(Stopping {
                     grace_deadline: now + self.live.grace,
                 });
+                // What is set aside has no effect: its removal stops now, the rest left.
+                for r in &self.removals {
+                    r.stop.store(true, Ordering::Relaxed);
+                }
             }
             Some(s) => {
                 log::info!("second stop signal: ending the grace period now");
@@ -735,7 +832,12 @@ impl Daemon {
         // Nothing of the job runs any more (its keeper ended all of it, its cgroup is
         // empty): what it changed among its worktree's protected paths is put back now, and
         // recorded.
-        let found = r.snapshot.sweep();
+        let (found, later) = r.snapshot.sweep_first();
+        if !later.is_empty() {
+            let removal = Removal::start(id.clone(), r.reach.clone(), later, &self.wake.removed_w)
+                .map_err(io_err("starting a removal"))?;
+            self.removals.push(removal);
+        }
         let tampered = (!found.is_empty()).then(|| sweep::describe(&found));
         if let Some(t) = &tampered {
             log::warn!("job {id}: {}", printable(t));
@@ -951,7 +1053,9 @@ impl Daemon {
             // snapshot of protected paths taken meanwhile could hold what that job planted,
             // and its sweep would put it back (found by review). Queue order is kept.
             if let Some(reach) = self.queued_reach(&id) {
-                if self.running.iter().any(|r| overlaps(&r.reach, &reach)) {
+                let busy = self.running.iter().map(|r| &r.reach);
+                let busy = busy.chain(self.removals.iter().map(|r| &r.reach));
+                if busy.into_iter().any(|r| overlaps(r, &reach)) {
                     self.pending.push_front(id);
                     break;
                 }
@@ -962,7 +1066,7 @@ impl Daemon {
     }
 
     fn finished(&mut self) -> Result<bool, DrainError> {
-        if !self.running.is_empty() {
+        if !self.running.is_empty() || !self.removals.is_empty() {
             return Ok(false);
         }
         if self.stopping.is_some() {

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -223,11 +223,22 @@ impl Snapshot {
         self.held.is_empty() && self.absent.is_empty()
     }
 
+    /// [`Snapshot::sweep_first`], and what it set aside removed at once, whatever it takes.
+    #[cfg(test)]
+    pub fn sweep(&self) -> Vec<Found> {
+        let (found, later) = self.sweep_first();
+        let left = later.remove(&std::sync::atomic::AtomicBool::new(false), None);
+        assert!(left.is_empty(), "{left:?}");
+        found
+    }
+
     /// Compares the protected paths with the snapshot and puts back what differs. Call it
     /// only once nothing of the job runs any more. Returns each difference (none: the job
-    /// touched nothing protected).
-    pub fn sweep(&self) -> Vec<Found> {
-        let mut out = Vec::new();
+    /// touched nothing protected), and the directories set aside (each renamed out of the
+    /// way in one step, which ends its effect), to be removed after: that work is as large
+    /// as what the job made, so the daemon does it off its loop, bounded ([`Later`]).
+    pub fn sweep_first(&self) -> (Vec<Found>, Later) {
+        let mut out = Out::default();
         // Parents first: a directory on the way is a directory again before what lies in
         // it is looked at.
         for item in &self.held {
@@ -242,7 +253,68 @@ impl Snapshot {
         if let Some(subs) = &self.submodules {
             sweep_submodules(subs, &self.basis, &mut out);
         }
-        out
+        (out.found, Later(out.later))
+    }
+}
+
+/// What a sweep found, and the directories it set aside for removal after.
+#[derive(Default)]
+struct Out {
+    found: Vec<Found>,
+    later: Vec<Aside>,
+}
+
+impl Out {
+    fn push(&mut self, f: Found) {
+        self.found.push(f);
+    }
+}
+
+/// A directory a sweep renamed aside, to be removed.
+#[derive(Debug)]
+struct Aside {
+    /// The directory it is in (opened with no link on the way).
+    dir: OwnedFd,
+    /// Its name there now.
+    name: OsString,
+}
+
+/// The directories a sweep set aside: removed by [`Later::remove`].
+#[derive(Debug, Default)]
+pub struct Later(Vec<Aside>);
+
+impl Later {
+    /// Whether there is nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Removes each directory set aside, with all it holds, until `stop` is set or
+    /// `deadline` passes (looked at for each directory entered). Returns a line for each
+    /// that is left (renamed aside, where nothing uses it; named so that it can be removed
+    /// by hand).
+    pub fn remove(
+        self,
+        stop: &std::sync::atomic::AtomicBool,
+        deadline: Option<std::time::Instant>,
+    ) -> Vec<String> {
+        let go_on = || {
+            !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && deadline.is_none_or(|d| std::time::Instant::now() < d)
+        };
+        let mut left = Vec::new();
+        for a in self.0 {
+            if let Err(e) = remove_tree(&a.dir, &a.name, &go_on) {
+                let dir = std::fs::read_link(format!("/proc/self/fd/{}", a.dir.as_raw_fd()))
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| "its directory".into());
+                left.push(format!(
+                    "{dir}/{} could not be removed whole ({e}); it is left there, renamed aside",
+                    a.name.to_string_lossy()
+                ));
+            }
+        }
+        left
     }
 }
 
@@ -254,7 +326,7 @@ impl Snapshot {
 fn sweep_submodules(
     subs: &protect::Submodules,
     basis: &landwall::gitlinks::Populated,
-    out: &mut Vec<Found>,
+    out: &mut Out,
 ) {
     let changed = match landwall::gitlinks::populated(&subs.root, &subs.index) {
         Ok(now) => now.not_in(basis),
@@ -576,15 +648,8 @@ fn writable(fd: &OwnedFd) -> nix::Result<()> {
 
 /// Compares `name` in `dir` with `before` and puts it back if it differs, recording what
 /// it found in `out`.
-fn restore(
-    dir: &OwnedFd,
-    name: &OsStr,
-    before: &Node,
-    shown: &str,
-    out: &mut Vec<Found>,
-    depth: usize,
-) {
-    let mut found = |what: What, restored: Result<(), String>| {
+fn restore(dir: &OwnedFd, name: &OsStr, before: &Node, shown: &str, out: &mut Out, depth: usize) {
+    let found = |out: &mut Out, what: What, restored: Result<(), String>| {
         out.push(Found {
             path: shown.to_string(),
             what,
@@ -594,11 +659,12 @@ fn restore(
     let st = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::ENOENT) => {
-            found(What::Removed, create(dir, name, before).map_err(text));
+            found(out, What::Removed, create(dir, name, before).map_err(text));
             return;
         }
         Err(e) => {
             found(
+                out,
                 What::Changed,
                 Err(format!("it could not be looked at: {e}")),
             );
@@ -607,22 +673,24 @@ fn restore(
     };
     let kind = st.st_mode & libc::S_IFMT;
     if kind != before.kind() {
-        let put_back =
-            remove(dir, name, kind == libc::S_IFDIR).and_then(|()| create(dir, name, before));
-        found(What::Replaced, put_back.map_err(text));
+        let put_back = remove(dir, name, kind == libc::S_IFDIR, &mut out.later)
+            .and_then(|()| create(dir, name, before));
+        found(out, What::Replaced, put_back.map_err(text));
         return;
     }
     match before {
         Node::Link { target } => {
             if readlinkat(dir, name).ok().as_ref() != Some(target) {
-                let put_back = remove(dir, name, false).and_then(|()| create(dir, name, before));
-                found(What::Changed, put_back.map_err(text));
+                let put_back = remove(dir, name, false, &mut out.later)
+                    .and_then(|()| create(dir, name, before));
+                found(out, What::Changed, put_back.map_err(text));
             }
         }
         Node::File { .. } => {
             if !same_file(dir.as_fd(), name, &st, before) {
-                let put_back = remove(dir, name, false).and_then(|()| create(dir, name, before));
-                found(What::Changed, put_back.map_err(text));
+                let put_back = remove(dir, name, false, &mut out.later)
+                    .and_then(|()| create(dir, name, before));
+                found(out, What::Changed, put_back.map_err(text));
             }
         }
         Node::Dir { meta, children } => {
@@ -637,6 +705,7 @@ fn restore(
                 Ok(fd) => fd,
                 Err(e) => {
                     found(
+                        out,
                         What::Changed,
                         Err(format!("it could not be looked at: {e}")),
                     );
@@ -648,7 +717,15 @@ fn restore(
                 if let Err(e) = writable(&fd) {
                     log::debug!("sweep: making {shown} writable: {e}");
                 }
-                sweep_dir(&fd, children, shown, out, depth);
+                if !sweep_dir(&fd, children, shown, out, depth) {
+                    // More new entries than a snapshot may hold: the directory is set
+                    // aside whole (one rename, not one per entry) and made again as it was.
+                    drop(fd);
+                    let put_back = remove(dir, name, true, &mut out.later)
+                        .and_then(|()| create(dir, name, before));
+                    found(out, What::Replaced, put_back.map_err(text));
+                    return;
+                }
             }
             if now != *meta {
                 out.push(Found {
@@ -667,23 +744,28 @@ fn restore(
 }
 
 /// The entries of a protected directory: what is new is removed, what was there compared.
+/// `false`, with nothing done, if more than [`MAX_ENTRIES`] are new: the caller replaces
+/// the directory whole.
 fn sweep_dir(
     fd: &OwnedFd,
     children: &BTreeMap<OsString, Node>,
     shown: &str,
-    out: &mut Vec<Found>,
+    out: &mut Out,
     depth: usize,
-) {
+) -> bool {
     match list(fd) {
-        Ok(names) => {
+        Ok(mut names) => {
+            names.retain(|(n, _)| !children.contains_key(n));
+            if names.len() > MAX_ENTRIES {
+                return false;
+            }
             for (n, is_dir) in names {
-                if !children.contains_key(&n) {
-                    out.push(Found {
-                        path: join(shown, &n),
-                        what: What::Created,
-                        restored: remove(fd, &n, is_dir).map_err(text),
-                    });
-                }
+                let restored = remove(fd, &n, is_dir, &mut out.later).map_err(text);
+                out.push(Found {
+                    path: join(shown, &n),
+                    what: What::Created,
+                    restored,
+                });
             }
         }
         Err(e) => out.push(Found {
@@ -693,11 +775,12 @@ fn sweep_dir(
         }),
     }
     if depth >= MAX_DEPTH {
-        return;
+        return true;
     }
     for (n, node) in children {
         restore(fd, n, node, &join(shown, n), out, depth + 1);
     }
+    true
 }
 
 /// Whether the regular file `name` (whose `fstatat` is `st`) is still what `before` was: the
@@ -784,7 +867,7 @@ fn set_meta(fd: &OwnedFd, meta: &Meta) -> io::Result<()> {
 
 /// Removes the protected path `a` if it exists now, and every symbolic link put on the way
 /// to it: walks down from its base by descriptor, never following a link.
-fn sweep_absent(a: &Absent, shown: &str, out: &mut Vec<Found>) {
+fn sweep_absent(a: &Absent, shown: &str, out: &mut Out) {
     let Ok(rel) = a.path.strip_prefix(&a.base) else {
         return;
     };
@@ -821,10 +904,11 @@ fn sweep_absent(a: &Absent, shown: &str, out: &mut Vec<Found>) {
             // The name of what is removed, as the result shows it: the protected path's
             // shown name, cut to the components walked.
             let path = shown_prefix(shown, parts.len(), at.len());
+            let restored = remove(&dir, name, kind == libc::S_IFDIR, &mut out.later).map_err(text);
             out.push(Found {
                 path,
                 what,
-                restored: remove(&dir, name, kind == libc::S_IFDIR).map_err(text),
+                restored,
             });
             return;
         }
@@ -851,10 +935,10 @@ fn shown_prefix(shown: &str, total: usize, walked: usize) -> String {
 }
 
 /// Removes `name` from `dir`: renamed aside first (`.landwall-swept-PID-RANDOM`, never over
-/// anything), so that the name is free in one step, then removed, a directory with all it
-/// holds. What cannot be removed whole stays
-/// aside, named in the log; the name is free all the same.
-fn remove(dir: &OwnedFd, name: &OsStr, is_dir: bool) -> io::Result<()> {
+/// anything), so that the name is free in one step; then a file is removed, and a
+/// directory is put in `later`, to be removed with all it holds after the sweep
+/// ([`Later::remove`]). The name is free all the same.
+fn remove(dir: &OwnedFd, name: &OsStr, is_dir: bool, later: &mut Vec<Aside>) -> io::Result<()> {
     let aside = match rename_aside(dir, name) {
         Ok(a) => a,
         Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
@@ -864,14 +948,14 @@ fn remove(dir: &OwnedFd, name: &OsStr, is_dir: bool) -> io::Result<()> {
         }
         Err(e) => return Err(e),
     };
-    let removed = if is_dir {
-        remove_tree(dir, &aside)
-    } else {
-        unlinkat(dir, aside.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(io::Error::from)
-    };
-    if let Err(e) = removed {
+    if is_dir {
+        later.push(Aside {
+            dir: dir.try_clone()?,
+            name: aside,
+        });
+    } else if let Err(e) = unlinkat(dir, aside.as_os_str(), UnlinkatFlags::NoRemoveDir) {
         log::warn!(
-            "sweep: {} could not be removed whole ({e}); it is left renamed aside as {}",
+            "sweep: {} could not be removed ({e}); it is left renamed aside as {}",
             name.to_string_lossy(),
             aside.to_string_lossy()
         );
@@ -894,8 +978,9 @@ fn rename_aside(dir: &OwnedFd, name: &OsStr) -> io::Result<OsString> {
 /// size). It walks down one directory at a time, holding names on the way (not a descriptor
 /// per level), and climbs back through `..`, checked to be the directory it came from.
 /// Called only once nothing of the job runs, so the tree holds still; what appeared anyway
-/// makes an `rmdir` fail, and the tree stays aside.
-fn remove_tree(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
+/// makes an `rmdir` fail, and the tree stays aside. It stops (`TimedOut`, the rest left
+/// aside) once `go_on` says so, asked for each directory entered.
+fn remove_tree(dir: &OwnedFd, name: &OsStr, go_on: &dyn Fn() -> bool) -> io::Result<()> {
     /// A directory entered: its identity and name in its parent (none for the top), and
     /// the directories in it not yet removed.
     struct Level {
@@ -923,6 +1008,12 @@ fn remove_tree(dir: &OwnedFd, name: &OsStr) -> io::Result<()> {
     let mut cur = top;
     while let Some(level) = way.last_mut() {
         if let Some(n) = level.left.pop() {
+            if !go_on() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "its removal was stopped (the daemon stopping, or its time per job spent)",
+                ));
+            }
             let here = fstat(&cur)?;
             let down = open_dir_to_change(cur.as_fd(), &n)?;
             writable(&down)?;
@@ -1234,6 +1325,41 @@ mod tests {
             .filter(|n| n.to_string_lossy().contains("landwall-swept"))
             .collect();
         assert!(left.is_empty(), "left aside: {left:?}");
+    }
+
+    /// More new entries in a protected directory than a snapshot may hold: the directory
+    /// is set aside whole and made again as it was (its own hook kept), in one step, not
+    /// one rename per entry; a removal that is stopped leaves the rest aside, and says so.
+    #[test]
+    fn a_protected_directory_flooded_with_entries_is_replaced_whole() {
+        let t = Scratch::new("flood");
+        let (root, wt) = main_checkout(&t);
+        let hooks = root.join(".git/hooks");
+        fs::create_dir_all(&hooks).expect("hooks");
+        fs::write(hooks.join("mine"), "#!/bin/sh\n").expect("write");
+        let snap = Snapshot::take(&wt, &[]).expect("snapshot");
+        for i in 0..=MAX_ENTRIES {
+            fs::create_dir(hooks.join(format!("d{i}"))).expect("mkdir");
+        }
+        let (found, later) = snap.sweep_first();
+        assert_eq!(found.len(), 1, "{:?}", &found[..found.len().min(3)]);
+        assert_eq!(found[0].path, ".git/hooks");
+        assert_eq!(found[0].what, What::Replaced);
+        assert!(found[0].restored.is_ok(), "{found:?}");
+        let names: std::collections::BTreeSet<_> = fs::read_dir(&hooks)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(
+            names.contains(OsStr::new("mine")) && names.len() < 5,
+            "{names:?}"
+        );
+        let stop = std::sync::atomic::AtomicBool::new(true);
+        let left = later.remove(&stop, None);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(left[0].contains("stopped"), "{left:?}");
+        assert!(snap.sweep().is_empty(), "a second sweep finds nothing");
     }
 
     #[test]

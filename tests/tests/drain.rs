@@ -3033,3 +3033,76 @@ fn spool_files_carry_no_access_for_others() {
         stderr(&out)
     );
 }
+
+/// A job that plants 40,000 empty directories under `.husky` (absent: a protected path) and
+/// exits.
+const WIDE_PLANT: &str = "mkdir .husky && cd .husky && seq 40000 | xargs mkdir";
+
+/// Where in the daemon's log `needle` first appears.
+fn at_in(log: &str, needle: &str) -> Option<usize> {
+    log.find(needle)
+}
+
+/// Issue 25, item 2: a job's plant of 40,000 directories is set aside at once (one rename)
+/// and removed off the daemon's loop, so the next job (in another worktree) is claimed
+/// before that removal ends, and the tree is gone after it; the plant is recorded. The
+/// control is the order itself: before, the removal ran on the loop, and the next job was
+/// claimed only after it.
+#[test]
+fn a_wide_plant_is_removed_while_the_next_job_starts() {
+    let d = Drain::new("drain-wide-plant");
+    let (a, b) = (d.wt("a"), d.wt("b"));
+    let plant = d.submit_sh(&a, WIDE_PLANT);
+    let next = d.submit_sh(&b, "echo next");
+    let mut daemon = d.start("wide", &["--once"], &[]);
+    let st = daemon.wait();
+    let log = daemon.log();
+    assert!(st.success(), "{st:?}\n{log}");
+    let (_, fields) = d.expect_result(&plant);
+    assert_eq!(
+        fields.get("state").map(String::as_str),
+        Some("tampered"),
+        "{fields:?}\n{log}"
+    );
+    assert_eq!(d.expect_result(&next).0, "done", "{log}");
+    let claimed = at_in(&log, &format!("job {next}: claimed"));
+    let removed = at_in(
+        &log,
+        &format!("job {plant}: what its sweep set aside was removed"),
+    );
+    assert!(
+        matches!((claimed, removed), (Some(c), Some(r)) if c < r),
+        "the next job was not claimed while the plant was being removed:\n{log}"
+    );
+    let left: Vec<_> = fs::read_dir(&a)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains("husky"))
+        .collect();
+    assert!(left.is_empty(), "left in the worktree: {left:?}\n{log}");
+}
+
+/// Issue 25, item 2: SIGTERM while a wide plant is being removed: the removal stops (the
+/// plant stays renamed aside, where nothing uses it, and the log names it) and the daemon
+/// exits 0 at once, not when the removal would have ended. The control: without the
+/// signal the same removal runs to its end (the test above).
+#[test]
+fn sigterm_stops_a_removal_and_the_daemon_exits() {
+    let d = Drain::new("drain-wide-term");
+    let a = d.wt("a");
+    let plant = d.submit_sh(&a, WIDE_PLANT);
+    let mut daemon = d.start("term", &[], &[]);
+    wait_for("the plant's sweep", || {
+        daemon.log().contains(&format!("job {plant}: tampered"))
+    });
+    daemon.signal("TERM");
+    let st = daemon.wait();
+    let log = daemon.log();
+    assert!(st.success(), "{st:?}\n{log}");
+    assert!(
+        log.contains("could not be removed whole") && log.contains("stopped"),
+        "the removal did not stop with the daemon:\n{log}"
+    );
+    assert!(!a.join(".husky").exists(), "{log}");
+}
