@@ -35,6 +35,13 @@
 //!   write by a process without CAP_FSETID, so creation modes need no rule.) S_ISGID too for
 //!   an agent running as root; an unprivileged one may keep it (`chmod` on a directory of a
 //!   setgid tree passes it back, and its groups are its own).
+//! - **Other processes' limits and scheduling** (`prlimit64`, `sched_setscheduler`,
+//!   `sched_setattr` on any pid but 0; `setpriority` and `ioprio_set` on anything but the
+//!   calling process, `who` 0: EPERM). The launch's watcher runs outside the wall as the
+//!   same uid, and Landlock's signal scope does not cover the signals the kernel itself
+//!   sends: an `RLIMIT_CPU` of 0 set on the watcher killed it (found by review), a file or
+//!   descriptor limit blinds it, and an idle policy or the lowest priority slows it. A
+//!   process changes its own (pid 0) as ever: `ulimit`, `nice`.
 //! - **MPTCP** (`socket(…, IPPROTO_MPTCP)`: EPROTONOSUPPORT, programs fall back to TCP) when
 //!   TCP port rules are set: Landlock's TCP rules do not cover it.
 //!
@@ -148,6 +155,11 @@ const SOCK_TYPE_MASK: u32 = 0xf;
 const SYS_SOCKET: u32 = 1;
 const SYS_SOCKETPAIR: u32 = 8;
 
+/// `setpriority`'s `PRIO_PROCESS` (`<linux/resource.h>`).
+const PRIO_PROCESS: u32 = 0;
+/// `ioprio_set`'s `IOPRIO_WHO_PROCESS` (`<linux/ioprio.h>`).
+const IOPRIO_WHO_PROCESS: u32 = 1;
+
 /// `S_ISUID`.
 const S_ISUID: u32 = 0o4000;
 /// `S_ISGID`.
@@ -165,6 +177,12 @@ struct Table {
     io_uring: [u32; 3],
     keys: [u32; 3],
     clone3: u32,
+    /// `prlimit64`, `sched_setscheduler`, `sched_setattr`: the pid in args[0].
+    self_only: [u32; 3],
+    /// `setpriority(which, who, prio)`.
+    setpriority: u32,
+    /// `ioprio_set(which, who, ioprio)`.
+    ioprio_set: u32,
 }
 
 /// A libc syscall number as the filter's 32-bit word (they are small and positive).
@@ -190,6 +208,13 @@ const NATIVE: Table = Table {
         nr(libc::SYS_keyctl),
     ],
     clone3: nr(libc::SYS_clone3),
+    self_only: [
+        nr(libc::SYS_prlimit64),
+        nr(libc::SYS_sched_setscheduler),
+        nr(libc::SYS_sched_setattr),
+    ],
+    setpriority: nr(libc::SYS_setpriority),
+    ioprio_set: nr(libc::SYS_ioprio_set),
 };
 
 /// The i386 table (`arch/x86/entry/syscalls/syscall_32.tbl`).
@@ -204,6 +229,9 @@ const I386: Table = Table {
     io_uring: [425, 426, 427],
     keys: [286, 287, 288],
     clone3: 435,
+    self_only: [340, 156, 351],
+    setpriority: 97,
+    ioprio_set: 289,
 };
 
 // ---- A small assembler for classic BPF, with labels.
@@ -229,6 +257,9 @@ enum Label {
     Socketcall,
     Chmod,
     Chmodat,
+    SelfOnly,
+    Setpriority,
+    Ioprio,
     Other,
 }
 
@@ -325,6 +356,11 @@ fn dispatch(p: &mut Vec<Ins>, t: &Table, refuse: Refuse) {
     for n in t.keys {
         p.push(Ins::Jeq(n, To::L(Label::Eperm), To::Next));
     }
+    for n in t.self_only {
+        p.push(Ins::Jeq(n, To::L(Label::SelfOnly), To::Next));
+    }
+    p.push(Ins::Jeq(t.setpriority, To::L(Label::Setpriority), To::Next));
+    p.push(Ins::Jeq(t.ioprio_set, To::L(Label::Ioprio), To::Next));
     p.push(Ins::Ret(RET_ALLOW));
 }
 
@@ -375,6 +411,23 @@ pub fn program(refuse: Refuse) -> Result<Vec<libc::sock_filter>, SeccompError> {
         Mark(Chmodat),
         Ld(arg_lo(2)),
         Jset(bits, To::L(Eperm), To::L(Allow)),
+    ]);
+    // Another process's limits and scheduling: the calling process's only (pid_t and int
+    // arguments: the kernel reads their low 32 bits).
+    p.extend([
+        Mark(SelfOnly),
+        Ld(arg_lo(0)),
+        Jeq(0, To::L(Allow), To::L(Eperm)),
+        Mark(Setpriority),
+        Ld(arg_lo(0)),
+        Jeq(PRIO_PROCESS, To::Next, To::L(Eperm)),
+        Ld(arg_lo(1)),
+        Jeq(0, To::L(Allow), To::L(Eperm)),
+        Mark(Ioprio),
+        Ld(arg_lo(0)),
+        Jeq(IOPRIO_WHO_PROCESS, To::Next, To::L(Eperm)),
+        Ld(arg_lo(1)),
+        Jeq(0, To::L(Allow), To::L(Eperm)),
     ]);
     // socket(domain, type, protocol).
     if refuse.unix_sockets || refuse.mptcp {
@@ -497,7 +550,7 @@ mod tests {
                 setgid: bits & 4 != 0,
             })
             .expect("assembles");
-            assert!(p.len() < 100, "{} instructions", p.len());
+            assert!(p.len() < 140, "{} instructions", p.len());
         }
     }
 
@@ -591,6 +644,48 @@ mod tests {
             }
             for n in [libc::SYS_read, libc::SYS_openat, libc::SYS_connect] {
                 assert_eq!(native(&p, n, [1, 2, 3, 4, 5, 6]), RET_ALLOW);
+            }
+        }
+    }
+
+    #[test]
+    fn other_processes_limits_and_scheduling_are_refused() {
+        for bits in 0..8 {
+            let p = program(Refuse {
+                unix_sockets: bits & 1 != 0,
+                mptcp: bits & 2 != 0,
+                setgid: bits & 4 != 0,
+            })
+            .expect("program");
+            let eperm = errno(libc::EPERM);
+            for n in [
+                libc::SYS_prlimit64,
+                libc::SYS_sched_setscheduler,
+                libc::SYS_sched_setattr,
+            ] {
+                assert_eq!(native(&p, n, [0, 0, 1, 0, 0, 0]), RET_ALLOW, "{n} self");
+                assert_eq!(native(&p, n, [4242, 0, 1, 0, 0, 0]), eperm, "{n} other");
+                assert_eq!(
+                    native(&p, n, [1 << 32, 0, 1, 0, 0, 0]),
+                    RET_ALLOW,
+                    "{n} int"
+                );
+            }
+            let prio = |which, who| native(&p, libc::SYS_setpriority, [which, who, 19, 0, 0, 0]);
+            assert_eq!(prio(0, 0), RET_ALLOW);
+            assert_eq!(prio(0, 4242), eperm);
+            assert_eq!(prio(1, 0), eperm, "PRIO_PGRP");
+            assert_eq!(prio(2, 0), eperm, "PRIO_USER");
+            let io = |which, who| native(&p, libc::SYS_ioprio_set, [which, who, 7, 0, 0, 0]);
+            assert_eq!(io(1, 0), RET_ALLOW);
+            assert_eq!(io(1, 4242), eperm);
+            assert_eq!(io(3, 0), eperm, "IOPRIO_WHO_USER");
+            for n in [340, 156, 351, 97, 289] {
+                assert_eq!(
+                    run(&p, AUDIT_ARCH_I386, n, [4242, 4242, 0, 0, 0, 0]),
+                    eperm,
+                    "i386 {n}"
+                );
             }
         }
     }

@@ -3870,3 +3870,56 @@ fn no_agent_without_a_watcher(who: Who, layout: Layout) {
     );
 }
 matrix!(no_agent_without_a_watcher: no_watcher_no_agent_main_checkout, no_watcher_no_agent_main_checkout_unprivileged, no_watcher_no_agent_linked_worktree, no_watcher_no_agent_linked_worktree_unprivileged);
+
+/// Found by review (issue 24, fifth round): the agent sets an `RLIMIT_CPU` of 0 on its
+/// watcher (the same uid; the kernel's own SIGXCPU and SIGKILL pass Landlock's signal
+/// scope), keeps it busy until it dies, then stages a repository whose `core.fsmonitor` is
+/// the payload. Walled: the filter refuses `prlimit64` on another process, the watcher
+/// lives, the repository is set aside and the user's next git runs nothing. The control:
+/// outside the wall the same `prlimit` on a busy process of the user's kills it.
+fn watcher_given_a_cpu_limit(who: Who) {
+    let s = Scene::new("prot24-prlimit", who, Layout::Main, false);
+    let script = format!(
+        "{payload}; n=0; for w in $(pgrep -u $(id -u) -x claude); do prlimit --pid $w --cpu=0:0 && n=$((n+1)); done; echo limited=$n; i=0; while [ $i -lt 40 ]; do date > lw-junk; git add lw-junk; i=$((i+1)); done; git rm -q --cached lw-junk; git init -q lw-evil && git -C lw-evil -c user.name=a -c user.email=a@example.org commit -q --allow-empty -m e && git -C lw-evil config core.fsmonitor \"$P\" && git -c advice.addEmbeddedRepo=false add lw-evil; echo staged=$?",
+        payload = issue24_payload(&s)
+    );
+    let out = s.run_walled(&script);
+    let gits = users_next_git(&s, &s.wt);
+    assert!(
+        stdout(&out).contains("limited=0"),
+        "{who:?}: a limit was set:\n{}",
+        describe(&out)
+    );
+    assert!(
+        stdout(&out).contains("staged=0"),
+        "{who:?}: the plant was not laid:\n{}",
+        describe(&out)
+    );
+    assert!(
+        !s.pwned().exists(),
+        "{who:?}: the payload ran ({}):\n{}\n{}",
+        pwned_text(&s),
+        describe(&out),
+        describe_all(&gits)
+    );
+    // The control: a busy process of the same user, outside the wall, limited the same way.
+    let ctl = s.run_control(
+        "sh -c 'while :; do :; done' & b=$!; sleep 0.2; prlimit --pid $b --cpu=0:0; echo limited=$?; wait $b; echo status=$?",
+    );
+    let text = stdout(&ctl);
+    assert!(
+        text.contains("limited=0") && !text.contains("status=0"),
+        "{who:?}: control: the limit did not end the process:\n{}",
+        describe(&ctl)
+    );
+}
+
+#[test]
+fn the_watcher_cannot_be_given_a_cpu_limit() {
+    watcher_given_a_cpu_limit(Who::Root);
+}
+
+#[test]
+fn the_watcher_cannot_be_given_a_cpu_limit_unprivileged() {
+    watcher_given_a_cpu_limit(Who::User);
+}
