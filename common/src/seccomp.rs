@@ -36,11 +36,12 @@
 //!   an agent running as root; an unprivileged one may keep it (`chmod` on a directory of a
 //!   setgid tree passes it back, and its groups are its own).
 //! - **Other processes' limits and scheduling** (`prlimit64`, `sched_setscheduler`,
-//!   `sched_setattr` on any pid but 0; `setpriority` and `ioprio_set` on anything but the
+//!   `sched_setattr`, `sched_setparam`, `sched_setaffinity` on any pid but 0; `setpriority` and `ioprio_set` on anything but the
 //!   calling process, `who` 0: EPERM). The launch's watcher runs outside the wall as the
 //!   same uid, and Landlock's signal scope does not cover the signals the kernel itself
 //!   sends: an `RLIMIT_CPU` of 0 set on the watcher killed it (found by review), a file or
-//!   descriptor limit blinds it, and an idle policy or the lowest priority slows it. A
+//!   descriptor limit blinds it, and an idle policy, the lowest priority or a CPU crowded with
+//!   busy processes it is pinned to (found by review: a plant then stood 28 s) slows it. A
 //!   process changes its own (pid 0) as ever: `ulimit`, `nice`.
 //! - **MPTCP** (`socket(…, IPPROTO_MPTCP)`: EPROTONOSUPPORT, programs fall back to TCP) when
 //!   TCP port rules are set: Landlock's TCP rules do not cover it.
@@ -177,8 +178,9 @@ struct Table {
     io_uring: [u32; 3],
     keys: [u32; 3],
     clone3: u32,
-    /// `prlimit64`, `sched_setscheduler`, `sched_setattr`: the pid in args[0].
-    self_only: [u32; 3],
+    /// `prlimit64`, `sched_setscheduler`, `sched_setattr`, `sched_setparam`,
+    /// `sched_setaffinity`: the pid in args[0].
+    self_only: [u32; 5],
     /// `setpriority(which, who, prio)`.
     setpriority: u32,
     /// `ioprio_set(which, who, ioprio)`.
@@ -212,6 +214,8 @@ const NATIVE: Table = Table {
         nr(libc::SYS_prlimit64),
         nr(libc::SYS_sched_setscheduler),
         nr(libc::SYS_sched_setattr),
+        nr(libc::SYS_sched_setparam),
+        nr(libc::SYS_sched_setaffinity),
     ],
     setpriority: nr(libc::SYS_setpriority),
     ioprio_set: nr(libc::SYS_ioprio_set),
@@ -229,7 +233,7 @@ const I386: Table = Table {
     io_uring: [425, 426, 427],
     keys: [286, 287, 288],
     clone3: 435,
-    self_only: [340, 156, 351],
+    self_only: [340, 156, 351, 154, 241],
     setpriority: 97,
     ioprio_set: 289,
 };
@@ -662,6 +666,8 @@ mod tests {
                 libc::SYS_prlimit64,
                 libc::SYS_sched_setscheduler,
                 libc::SYS_sched_setattr,
+                libc::SYS_sched_setparam,
+                libc::SYS_sched_setaffinity,
             ] {
                 assert_eq!(native(&p, n, [0, 0, 1, 0, 0, 0]), RET_ALLOW, "{n} self");
                 assert_eq!(native(&p, n, [4242, 0, 1, 0, 0, 0]), eperm, "{n} other");
@@ -680,7 +686,7 @@ mod tests {
             assert_eq!(io(1, 0), RET_ALLOW);
             assert_eq!(io(1, 4242), eperm);
             assert_eq!(io(3, 0), eperm, "IOPRIO_WHO_USER");
-            for n in [340, 156, 351, 97, 289] {
+            for n in [340, 156, 351, 154, 241, 97, 289] {
                 assert_eq!(
                     run(&p, AUDIT_ARCH_I386, n, [4242, 4242, 0, 0, 0, 0]),
                     eperm,

@@ -3880,7 +3880,7 @@ matrix!(no_agent_without_a_watcher: no_watcher_no_agent_main_checkout, no_watche
 fn watcher_given_a_cpu_limit(who: Who) {
     let s = Scene::new("prot24-prlimit", who, Layout::Main, false);
     let script = format!(
-        "{payload}; n=0; for w in $(pgrep -u $(id -u) -x claude); do prlimit --pid $w --cpu=0:0 && n=$((n+1)); done; echo limited=$n; i=0; while [ $i -lt 40 ]; do date > lw-junk; git add lw-junk; i=$((i+1)); done; git rm -q --cached lw-junk; git init -q lw-evil && git -C lw-evil -c user.name=a -c user.email=a@example.org commit -q --allow-empty -m e && git -C lw-evil config core.fsmonitor \"$P\" && git -c advice.addEmbeddedRepo=false add lw-evil; echo staged=$?",
+        "{payload}; n=0; for w in $(pgrep -u $(id -u) -x claude); do prlimit --pid $w --cpu=0:0 && n=$((n+1)); taskset -p 1 $w && n=$((n+1)); done; echo limited=$n; i=0; while [ $i -lt 40 ]; do date > lw-junk; git add lw-junk; i=$((i+1)); done; git rm -q --cached lw-junk; git init -q lw-evil && git -C lw-evil -c user.name=a -c user.email=a@example.org commit -q --allow-empty -m e && git -C lw-evil config core.fsmonitor \"$P\" && git -c advice.addEmbeddedRepo=false add lw-evil; echo staged=$?",
         payload = issue24_payload(&s)
     );
     let out = s.run_walled(&script);
@@ -3904,11 +3904,11 @@ fn watcher_given_a_cpu_limit(who: Who) {
     );
     // The control: a busy process of the same user, outside the wall, limited the same way.
     let ctl = s.run_control(
-        "sh -c 'while :; do :; done' & b=$!; sleep 0.2; prlimit --pid $b --cpu=0:0; echo limited=$?; wait $b; echo status=$?",
+        "sh -c 'while :; do :; done' & b=$!; sleep 0.2; taskset -p 1 $b >/dev/null; echo pinned=$?; prlimit --pid $b --cpu=0:0; echo limited=$?; wait $b; echo status=$?",
     );
     let text = stdout(&ctl);
     assert!(
-        text.contains("limited=0") && !text.contains("status=0"),
+        text.contains("pinned=0") && text.contains("limited=0") && !text.contains("status=0"),
         "{who:?}: control: the limit did not end the process:\n{}",
         describe(&ctl)
     );
