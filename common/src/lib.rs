@@ -10,6 +10,7 @@
 //! [`exit`].
 
 pub mod agent;
+pub mod agentstate;
 pub mod caps;
 pub mod config;
 pub mod env;

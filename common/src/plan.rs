@@ -113,6 +113,9 @@ pub fn build_policy(
     if let (true, Some(home)) = (config.home.has_state_dirs(), home) {
         ensure_state_dirs(agent, home)?;
     }
+    if let Some(home) = home {
+        make_agent_code(agent, home);
+    }
     let is_root = nix::unistd::geteuid().is_root();
     let again = |c: &Config| -> Result<Policy, Error> {
         Ok(policy::build(Inputs {
@@ -138,6 +141,9 @@ pub fn build_policy(
         resolver,
     )?;
     refuse_agent_written_grants(&policy, config, &again)?;
+    if agent == "claude" {
+        guard_claude_json(&policy, home, vars)?;
+    }
     // The record of what is the user's own, where the agent can write nothing.
     if !policy.protection.is_empty() {
         let record = crate::record::place(home, |p| {
@@ -328,6 +334,117 @@ fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// Makes the command-bearing keys of the agent's `.claude.json` the user's
+/// ([`crate::agentstate`]), where the agent's copy is one it may write and the user's
+/// `~/.claude.json` one it may not: under the private and read-only homes, where the agent
+/// gets `CLAUDE_CONFIG_DIR` from the shim. Says each key put back.
+fn guard_claude_json(policy: &Policy, home: Option<&Path>, vars: &Vars) -> Result<(), Error> {
+    // Set by the user, it names the user's own copy too (docs/escape.md): there is nothing
+    // of the user's to judge it against.
+    if var(vars, "CLAUDE_CONFIG_DIR").is_some() {
+        return Ok(());
+    }
+    let from_default = policy
+        .env_defaults
+        .iter()
+        .find(|(k, _)| k == "CLAUDE_CONFIG_DIR")
+        .map(|(_, v)| v.as_os_str());
+    let (Some(dir), Some(home)) = (from_default, home) else {
+        return Ok(());
+    };
+    let writes = |p: &Path| policy.decide(p).rule.is_some_and(|r| r.access.writes());
+    let (Ok(dir), Ok(home)) = (std::fs::canonicalize(dir), std::fs::canonicalize(home)) else {
+        return Ok(());
+    };
+    let copy = dir.join(crate::agentstate::NAME);
+    let user = home.join(crate::agentstate::NAME);
+    if copy == user || !writes(&copy) || writes(&user) {
+        return Ok(());
+    }
+    let failed = |source| {
+        Error::Policy(policy::PolicyError::ClaudeJson {
+            path: copy.clone(),
+            user: user.clone(),
+            source,
+        })
+    };
+    match crate::agentstate::guard(&dir, &user).map_err(failed)? {
+        crate::agentstate::Guarded::Same => {}
+        crate::agentstate::Guarded::PutBack(keys) => eprintln!(
+            "landwall: {}: put back {} as {} has them: they name commands Claude Code runs, which only you may change (outside the wall, in that file)",
+            copy.display(),
+            keys.join(", "),
+            user.display()
+        ),
+        crate::agentstate::Guarded::SetAside(to) => eprintln!(
+            "landwall: {} could not be read as JSON, so its MCP servers could not be judged: moved aside to {}; Claude Code makes a new one",
+            copy.display(),
+            to.display()
+        ),
+    }
+    Ok(())
+}
+
+/// Makes each of `agent`'s command-bearing state files and directories
+/// ([`profile::agent_code`]) that is absent and may be made empty, so that the launch can
+/// hold it read-only: one left absent could be written by an agent in one project and found
+/// by a launch in another that starts before the watcher sets it aside. Made in its state
+/// directory's descriptor, never following a link, owner-only. Where one cannot be made
+/// (no state directory, a launch inside another's wall) it stays absent, and is swept when
+/// it appears: nothing is weaker for it.
+fn make_agent_code(agent: &str, home: &Path) {
+    use nix::fcntl::{open, openat, OFlag};
+    use nix::sys::stat::{mkdirat, Mode};
+    let mut dirs: Vec<(&str, Option<std::os::fd::OwnedFd>)> = Vec::new();
+    for (owner, code) in profile::agent_code() {
+        let Some(make) = code.make.filter(|_| owner == agent) else {
+            continue;
+        };
+        let rel = Path::new(code.path);
+        let (Some(dir), Some(name)) = (rel.parent().and_then(Path::to_str), rel.file_name()) else {
+            continue;
+        };
+        if !dirs.iter().any(|(d, _)| *d == dir) {
+            let fd = open(
+                &home.join(dir),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok();
+            dirs.push((dir, fd));
+        }
+        let Some(Some(fd)) = dirs.iter().find(|(d, _)| *d == dir).map(|(_, fd)| fd) else {
+            continue;
+        };
+        let made = match make {
+            profile::Make::Dir => mkdirat(fd, name, Mode::from_bits_truncate(0o700)),
+            profile::Make::File(bytes) => openat(
+                fd,
+                name,
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            )
+            .and_then(|f| {
+                nix::unistd::write(&f, bytes).and_then(|n| {
+                    if n == bytes.len() {
+                        Ok(())
+                    } else {
+                        Err(nix::errno::Errno::EIO)
+                    }
+                })
+            }),
+        };
+        match made {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => log::debug!("{}: not made ({e}); swept if it appears", code.path),
+        }
+    }
 }
 
 /// Prepares the exec of `program` with `argv` and the filtered environment.

@@ -80,6 +80,17 @@ pub enum PolicyError {
         /// Why it could not be resolved.
         source: io::Error,
     },
+    /// The command-bearing keys of the agent's `.claude.json` could not be made the user's
+    /// ([`crate::agentstate`]).
+    #[error("{}: {source}; the MCP servers Claude Code reads there must be those of {}, and could not be made so: repair or remove the file", path.display(), user.display())]
+    ClaudeJson {
+        /// The agent's copy.
+        path: PathBuf,
+        /// The user's own.
+        user: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// A grant would reach a path no launch may be given (the drain's spool, the system
     /// configuration): refused whole, never trimmed, so that what runs is what was asked.
     #[error("refusing to grant {} {access} ({reason}): it would expose {what} {}; {fix}", rule.display(), off.display())]
@@ -1338,6 +1349,15 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         bases.extend(common_dir.clone());
     }
     bases.extend(policy.protection.nested.iter().map(|n| n.root.clone()));
+    // The agents' command-bearing state in $HOME, wherever this launch may write it.
+    if let Some(real_home) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
+        let mut p = std::mem::take(&mut policy.protection);
+        let state = crate::protect::agent_state(&mut p, &real_home, &config.protect, &|p| {
+            policy.decide(p).rule.is_some_and(|r| r.access.writes())
+        });
+        policy.protection = p;
+        bases.extend(state?);
+    }
     let held = std::mem::take(&mut policy.protection);
     policy.protection = crate::protect::hold_above(held, &bases, &|p| {
         policy.decide(p).rule.is_some_and(|r| r.access.writes())

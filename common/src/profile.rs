@@ -124,6 +124,230 @@ pub fn state_dirs(agent: &str) -> &'static [&'static str] {
     }
 }
 
+/// A file or directory of an agent's state that names programs the agent runs, or
+/// instructions it follows, in every project and also where the same agent starts without
+/// the shim (an IDE's copy, a desktop app, the real binary typed by hand). Each is a
+/// protected path of every launch that may write where it lies
+/// ([`crate::protect::agent_state`]): held read-only in the launch's namespace, so one
+/// prompt-injected session cannot reach the user's other projects, or the agent run
+/// unwalled, through it. The rest of the state (sessions, transcripts, caches, the
+/// credentials the agent refreshes) stays writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    /// Relative to `$HOME`.
+    pub path: &'static str,
+    /// What a launch makes where it is absent, so that it can be held: an empty file or
+    /// directory means to the agent what none does. `None`: left absent (an empty one would
+    /// mean something else) and set aside by the watcher as soon as it appears.
+    pub make: Option<Make>,
+    /// What runs it, or follows it.
+    pub reason: &'static str,
+}
+
+/// What is made where a [`Code`] path is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Make {
+    /// A file with these bytes.
+    File(&'static [u8]),
+    /// An empty directory.
+    Dir,
+}
+
+/// Checked against each agent's documentation and its release's binary (the versions the
+/// end-to-end tests pin, see the Makefile).
+const AGENT_CODE: &[(&str, Code)] = &[
+    (
+        "claude",
+        Code {
+            path: ".claude/settings.json",
+            make: Some(Make::File(b"{}\n")),
+            reason: "Claude Code's user settings name commands it runs: hooks, statusLine, apiKeyHelper, awsAuthRefresh, otelHeadersHelper; and the permissions and environment of every session",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/CLAUDE.md",
+            make: Some(Make::File(b"")),
+            reason: "Claude Code's user memory: instructions it follows in every project",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/commands",
+            make: Some(Make::Dir),
+            reason: "Claude Code's user slash commands: prompts it follows, with the tools and shell commands they name",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/agents",
+            make: Some(Make::Dir),
+            reason: "Claude Code's user subagents: prompts it follows, with their tools",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/skills",
+            make: Some(Make::Dir),
+            reason: "Claude Code's user skills: instructions and the scripts they run",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/output-styles",
+            make: Some(Make::Dir),
+            reason: "Claude Code's output styles: instructions that replace its system prompt",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/plugins",
+            make: None,
+            reason: "Claude Code's installed plugins: their hooks, MCP servers, commands and agents",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/config.toml",
+            make: Some(Make::File(b"")),
+            reason: "Codex's configuration names commands it runs: notify, MCP servers (`[mcp_servers.*] command`), the model provider and the sandbox and approval settings",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/AGENTS.md",
+            make: Some(Make::File(b"")),
+            reason: "Codex's global instructions, followed in every project",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/AGENTS.override.md",
+            make: None,
+            reason: "Codex's global instructions, read instead of AGENTS.md",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/hooks.json",
+            make: None,
+            reason: "Codex's hooks: commands it runs on its events",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/rules",
+            make: None,
+            reason: "Codex's command rules: which commands run without asking, outside its own sandbox",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/prompts",
+            make: None,
+            reason: "Codex's custom prompts: instructions it follows",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/opencode.json",
+            make: None,
+            reason: "OpenCode's configuration names commands it runs: local MCP servers, formatters, LSP servers, plugins",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/opencode.jsonc",
+            make: None,
+            reason: "OpenCode's configuration (JSON with comments): the same commands",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/config.json",
+            make: None,
+            reason: "OpenCode's older configuration file: the same commands",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/AGENTS.md",
+            make: Some(Make::File(b"")),
+            reason: "OpenCode's global rules: instructions it follows in every project",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/plugin",
+            make: None,
+            reason: "OpenCode's plugins: JavaScript it loads and runs at start",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/plugins",
+            make: None,
+            reason: "OpenCode's plugins: JavaScript it loads and runs at start",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/tool",
+            make: None,
+            reason: "OpenCode's custom tools: JavaScript it runs",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/tools",
+            make: None,
+            reason: "OpenCode's custom tools: JavaScript it runs",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/agent",
+            make: None,
+            reason: "OpenCode's agents: prompts it follows, with their tools and permissions",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/command",
+            make: None,
+            reason: "OpenCode's commands: prompts it follows, with the shell commands they name",
+        },
+    ),
+];
+
+/// Every agent's [`Code`] paths, with the agent's name. A launch protects those of any
+/// agent that lie where it may write (under `home = "open"`, all of them).
+pub fn agent_code() -> impl Iterator<Item = (&'static str, &'static Code)> {
+    AGENT_CODE.iter().map(|(agent, code)| (*agent, code))
+}
+
 /// npm's cache, moved from `~/.npm` (not writable under the private and read-only homes)
 /// into `~/.cache`.
 const NPM_CACHE: (&str, &str) = ("npm_config_cache", ".cache/npm");

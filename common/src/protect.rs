@@ -954,6 +954,51 @@ fn with_common_dir(
     Ok(p)
 }
 
+/// How an agent's state in `$HOME` is named in `protect` (`"!~/.claude/settings.json"`).
+pub const HOME_PREFIX: &str = "~/";
+
+/// The agents' command-bearing state in `home` ([`crate::profile::agent_code`]) that lies
+/// in a directory `writable` says the agent may write: each one that exists is held
+/// read-only (with the directories on the way in place), each absent one is swept as soon
+/// as it appears; `"!~/<path>"` in `protect` leaves one out. Returns the state directories
+/// they lie in, for [`hold_above`]. `home` is real (symbolic links resolved).
+pub fn agent_state(
+    p: &mut Protection,
+    home: &Path,
+    changes: &[Change],
+    writable: &dyn Fn(&Path) -> bool,
+) -> Result<Vec<PathBuf>, ProtectError> {
+    let mut bases: Vec<PathBuf> = Vec::new();
+    for (_, code) in crate::profile::agent_code() {
+        let named = format!("{HOME_PREFIX}{}", code.path);
+        if changes
+            .iter()
+            .any(|c| matches!(c, Change::Remove(r) if *r == named))
+        {
+            continue;
+        }
+        let rel = Path::new(code.path);
+        let (Some(dir), Some(name)) = (rel.parent(), rel.file_name()) else {
+            continue;
+        };
+        let base = home.join(dir);
+        if !writable(&base) {
+            continue;
+        }
+        // The state directory itself may be a link (dotfiles kept elsewhere): held where it
+        // leads. Absent: the agent cannot make it (its parent is not its own), or, under an
+        // open home, it is swept when it appears.
+        let base = std::fs::canonicalize(&base).unwrap_or(base);
+        let sub = Path::new(name).to_string_lossy().into_owned();
+        walk(p, &base, &sub, &named, Cow::Borrowed(code.reason))?;
+        if !bases.contains(&base) && base.is_dir() {
+            bases.push(base);
+        }
+    }
+    normalize(p);
+    Ok(bases)
+}
+
 /// Holds in place each of `bases` (the worktree's top level, its git dirs outside it, the
 /// other worktrees' top levels) and each directory above one whose parent `writable` says
 /// the agent may write (found by review: a worktree kept in `/tmp`, or `.claude/worktrees/n`

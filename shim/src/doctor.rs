@@ -116,6 +116,11 @@ pub fn run(vars: &plan::Vars) -> i32 {
     for l in exposure(vars, &policy, me) {
         r.escaped(&l);
     }
+    // What the agents' state names that they run or follow (a plant made before landwall
+    // held it shows here).
+    for l in agent_state_lines(var(vars, "HOME").map(Path::new)) {
+        r.escaped(&l);
+    }
     // The doors beside the wall: loopback listeners, Unix sockets, what the filter refuses.
     // Their lines quote socket paths and process names any local process chooses, escaped
     // here, one by one (a newline in a name must not start a line of its own).
@@ -170,6 +175,64 @@ impl Report {
         }
         self.out.push('\n');
     }
+}
+
+/// The longest value quoted on an agent state line.
+const STATE_VALUE_MAX: usize = 160;
+
+/// A line for each file of the agents' state ([`landwall::profile::agent_code`], and Claude
+/// Code's `.claude.json`) that names commands or instructions, with each key (escaped, long
+/// values cut): the user's own configuration, or a plant to remove.
+fn agent_state_lines(home: Option<&Path>) -> Vec<String> {
+    let Some(home) = home else {
+        return Vec::new();
+    };
+    let mut files: Vec<String> = landwall::profile::agent_code()
+        .map(|(_, c)| c.path.to_string())
+        .collect();
+    for f in [".claude.json", ".claude/.claude.json"] {
+        files.push(f.to_string());
+    }
+    let mut out = Vec::new();
+    for rel in files {
+        let path = home.join(&rel);
+        let named = format!("~/{rel}");
+        let shown = landwall::spool::printable(&named);
+        match landwall::agentstate::commands(&path) {
+            Ok(keys) if keys.is_empty() => {}
+            Ok(keys) => {
+                let listed: Vec<String> = keys
+                    .iter()
+                    .map(|(k, v)| {
+                        let mut v = v.clone();
+                        if v.len() > STATE_VALUE_MAX {
+                            let mut cut = STATE_VALUE_MAX;
+                            while !v.is_char_boundary(cut) {
+                                cut -= 1;
+                            }
+                            v.truncate(cut);
+                            v.push('…');
+                        }
+                        format!(
+                            "{} = {}",
+                            landwall::spool::printable(k),
+                            landwall::spool::printable(&v)
+                        )
+                    })
+                    .collect();
+                out.push(format!(
+                    "agent state {shown}: {}; agents run or follow these: remove what you did not write",
+                    listed.join("; ")
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => out.push(format!(
+                "agent state {shown}: cannot be read ({}): look at it, a plant may hide there",
+                landwall::spool::printable(&e.to_string())
+            )),
+        }
+    }
+    out
 }
 
 fn first_on_path(name: &str, vars: &plan::Vars) -> Option<PathBuf> {

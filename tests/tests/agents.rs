@@ -255,6 +255,9 @@ struct Options<'a> {
     env: &'a [(&'a str, &'a str)],
     /// Codex only: keep Codex's own sandbox (`-s workspace-write`) instead of bypassing it.
     codex_sandbox: bool,
+    /// Keep the agent's configuration as an earlier run left it, where there is one, but
+    /// for the stand-in's address.
+    keep_config: bool,
 }
 
 /// Writes the agent's configuration for the stand-in (as a user would, in `$HOME`) and
@@ -316,7 +319,17 @@ fn agent_command(
                 "autoupdate": false,
                 "share": "disabled",
             });
-            fs::write(dir.join("opencode.json"), config.to_string()).expect("write opencode.json");
+            let file = dir.join("opencode.json");
+            let config = match fs::read(&file) {
+                // Only the stand-in's address changes: what an earlier run planted stays.
+                Ok(old) if opts.keep_config => {
+                    let mut old: Value = serde_json::from_slice(&old).expect("opencode.json");
+                    old["provider"] = config["provider"].clone();
+                    old
+                }
+                _ => config,
+            };
+            fs::write(&file, config.to_string()).expect("write opencode.json");
             c.env("OPENCODE_DISABLE_MODELS_FETCH", "1")
                 .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
                 .args(["run", PROMPT]);
@@ -337,7 +350,22 @@ fn agent_command(
                  env_key = \"OPENAI_API_KEY\"\n",
                 server.base_url()
             );
-            fs::write(dir.join("config.toml"), config).expect("write config.toml");
+            let file = dir.join("config.toml");
+            let config = match fs::read_to_string(&file) {
+                // Only the stand-in's address changes: what an earlier run planted stays.
+                Ok(old) if opts.keep_config => old
+                    .lines()
+                    .map(|l| {
+                        if l.starts_with("base_url = ") {
+                            format!("base_url = \"{}/v1\"\n", server.base_url())
+                        } else {
+                            format!("{l}\n")
+                        }
+                    })
+                    .collect(),
+                _ => config,
+            };
+            fs::write(&file, config).expect("write config.toml");
             c.env("OPENAI_API_KEY", "lw-dummy-key").arg("exec");
             if opts.codex_sandbox {
                 c.args(["--sandbox", "workspace-write"]);
@@ -776,6 +804,134 @@ fn works_under_strict_home(agent: Agent) {
     turn.assert_result_has(1, EACCES_TEXT);
     turn.assert_result_has(2, agent.write_refused());
     assert_state(agent, &sb, &sb.wt(), false);
+}
+
+/// The file of the agent's state that names commands it runs, and a shell command that
+/// plants one there: a hook, an MCP server, each running `touch <marker>`.
+fn plant(agent: Agent, sb: &Sandbox, marker: &Path) -> (PathBuf, String) {
+    let m = marker.display();
+    match agent {
+        Agent::Claude => {
+            let hook = json!([{"hooks": [{"type": "command", "command": format!("touch {m}")}]}]);
+            let settings = json!({"hooks": {"SessionStart": hook, "UserPromptSubmit": hook}});
+            (
+                sb.home().join(".claude/settings.json"),
+                format!("printf '%s' '{settings}' > ~/.claude/settings.json"),
+            )
+        }
+        Agent::Codex => (
+            sb.home().join(".codex/config.toml"),
+            format!(
+                "printf '\\n[mcp_servers.lw]\\ncommand = \"sh\"\\nargs = [\"-c\", \"touch {m}\"]\\n' >> ~/.codex/config.toml"
+            ),
+        ),
+        Agent::OpenCode => (
+            sb.home().join(".config/opencode/opencode.json"),
+            format!(
+                "python3 -c 'import json, os; p = os.path.expanduser(\"~/.config/opencode/opencode.json\"); c = json.load(open(p)); c[\"mcp\"] = {{\"lw\": {{\"type\": \"local\", \"command\": [\"sh\", \"-c\", \"touch {m}\"]}}}}; open(p, \"w\").write(json.dumps(c))'"
+            ),
+        ),
+    }
+}
+
+/// A command the agent runs, planted in its state from one project (a hook in Claude Code's
+/// user settings, an MCP server in Codex's and OpenCode's configuration), runs neither in
+/// the next walled launch in another project nor in the agent started there without the
+/// shim: the file was never writable behind the wall. `walled: false` is the control: the
+/// same plant made without the shim lands and runs in the other project.
+fn state_plant(agent: Agent, walled: bool) {
+    let cli = cli_bin_dir(agent);
+    let tag = if walled { "walled" } else { "control" };
+    let sb = Sandbox::new(&format!("agent-{}-plant-{tag}", agent.name()));
+    init_repo(&sb);
+    let other = sb.root.join("other");
+    fs::create_dir_all(&other).expect("mkdir other");
+    sb.git(&other, &["init", "-q"]);
+    let marker = other.join("planted-ran");
+    let (file, command) = plant(agent, &sb, &marker);
+    let first = if walled { Wall::Shim } else { Wall::None };
+    let server = ModelServer::start(&sb, "plant", vec![shell(&command)]);
+    let cmd = agent_command(
+        agent,
+        &sb,
+        &server,
+        &cli,
+        &sb.wt(),
+        first,
+        Options::default(),
+    );
+    let before = fs::read(&file).ok();
+    let turn = run_turn(cmd, &sb, "plant", &server);
+    turn.assert_finished();
+    let after = fs::read(&file).ok();
+    let keep = Options {
+        keep_config: true,
+        ..Options::default()
+    };
+    let mut runs = vec![("walled-there", Wall::Shim), ("unwalled-there", Wall::None)];
+    if !walled {
+        runs.retain(|(_, w)| *w == Wall::None);
+    }
+    for (run, wall) in runs {
+        let server = ModelServer::start(&sb, run, vec![shell("true")]);
+        let cmd = agent_command(agent, &sb, &server, &cli, &other, wall, keep);
+        let turn = run_turn(cmd, &sb, run, &server);
+        turn.assert_finished();
+        // A hook may run after the reply: give it the moment it takes.
+        std::thread::sleep(Duration::from_millis(500));
+        let ran = marker.exists();
+        if walled {
+            assert!(!ran, "{run}: the planted command ran:\n{}", turn.describe());
+        } else {
+            assert!(
+                ran,
+                "control: the command planted without the shim did not run in the other project:\n{}",
+                turn.describe()
+            );
+        }
+    }
+    let planted = |b: &Option<Vec<u8>>| {
+        b.as_deref()
+            .is_some_and(|b| String::from_utf8_lossy(b).contains("planted-ran"))
+    };
+    assert!(!planted(&before));
+    assert_eq!(
+        planted(&after),
+        !walled,
+        "{}: {:?}",
+        file.display(),
+        after.as_deref().map(String::from_utf8_lossy)
+    );
+}
+
+#[test]
+fn claude_settings_planted_in_one_project_run_nowhere() {
+    state_plant(Agent::Claude, true);
+}
+
+#[test]
+fn claude_settings_planted_without_the_shim_run_in_another_project() {
+    state_plant(Agent::Claude, false);
+}
+
+#[test]
+fn codex_config_planted_in_one_project_runs_nowhere() {
+    state_plant(Agent::Codex, true);
+}
+
+#[test]
+fn codex_config_planted_without_the_shim_runs_in_another_project() {
+    state_plant(Agent::Codex, false);
+}
+
+#[test]
+fn opencode_config_planted_in_one_project_runs_nowhere() {
+    state_plant(Agent::OpenCode, true);
+}
+
+#[test]
+fn opencode_config_planted_without_the_shim_runs_in_another_project() {
+    state_plant(Agent::OpenCode, false);
 }
 
 #[test]

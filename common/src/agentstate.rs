@@ -1,0 +1,421 @@
+//! The agents' state that names programs to run, beside what they must write.
+//!
+//! The files and directories of it that hold only such names are protected paths
+//! ([`crate::profile::agent_code`], [`crate::protect::agent_state`]); [`commands`] lists what
+//! one names, for `landwall doctor`. Claude Code's `.claude.json` mixes what the agent must write (counters, tips shown, the
+//! state of each project it rewrites at every start) with what names the commands it runs:
+//! MCP servers, user-wide and per project, and which of a project's `.mcp.json` servers are
+//! approved. Held read-only, the agent would not start; left as it is, an agent in one project
+//! could name a server that the next launch in another project starts.
+//!
+//! So the file stays writable, and its command-bearing keys ([`TOP`], [`PROJECT`]) are the
+//! user's: under the private and read-only homes the agent's copy is
+//! `$CLAUDE_CONFIG_DIR/.claude.json` (the shim sets `CLAUDE_CONFIG_DIR=~/.claude`), and
+//! `~/.claude.json`, which Claude Code run without the shim reads, is the user's, out of the
+//! agent's reach. At every launch, before the wall goes up, the agent's copy is compared with
+//! the user's file: a command-bearing key that differs is put back as the user's file has it
+//! (or removed where it has none), the rest of the file kept, and each one is said. A copy
+//! that cannot be read as JSON is set aside whole: what cannot be judged is hostile (Claude
+//! Code makes a new one).
+//!
+//! What the user loses: MCP servers added from inside the wall (`claude mcp add`, the `/mcp`
+//! dialog) do not stay; add them outside it, where they belong to every launch.
+
+use std::ffi::{CString, OsStr};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// Top-level keys that name commands: MCP servers of every project (user scope).
+pub const TOP: &[&str] = &["mcpServers"];
+
+/// Keys of each `projects.<path>` entry that name or approve commands: the project's MCP
+/// servers (local scope) and which of its `.mcp.json` servers run without asking.
+pub const PROJECT: &[&str] = &[
+    "mcpServers",
+    "enabledMcpjsonServers",
+    "disabledMcpjsonServers",
+    "enableAllProjectMcpServers",
+];
+
+/// The largest file read: Claude Code's own grows with the projects it has seen.
+const MAX_BYTES: u64 = 64 << 20;
+
+/// The file's name in Claude Code's configuration directory (or `$HOME`).
+pub const NAME: &str = ".claude.json";
+
+/// What [`guard`] did to the agent's copy.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Guarded {
+    /// Nothing differed (or there is no copy yet).
+    Same,
+    /// These keys were put back (`mcpServers`, `projects["/p"].mcpServers`).
+    PutBack(Vec<String>),
+    /// It could not be read as JSON: set aside to this path.
+    SetAside(PathBuf),
+}
+
+/// The command-bearing keys of one file, in a form to compare and to write back.
+#[derive(Debug, Default, PartialEq)]
+struct Keys {
+    top: Vec<(&'static str, Value)>,
+    /// Per project path: the keys it has.
+    projects: Vec<(String, Vec<(&'static str, Value)>)>,
+}
+
+fn keys_of(v: &Value) -> Keys {
+    let mut k = Keys::default();
+    let Some(obj) = v.as_object() else {
+        return k;
+    };
+    for name in TOP {
+        if let Some(x) = obj.get(*name) {
+            k.top.push((name, x.clone()));
+        }
+    }
+    if let Some(projects) = obj.get("projects").and_then(Value::as_object) {
+        for (path, p) in projects {
+            let Some(p) = p.as_object() else { continue };
+            let found: Vec<(&'static str, Value)> = PROJECT
+                .iter()
+                .filter_map(|name| p.get(*name).map(|x| (*name, x.clone())))
+                .collect();
+            if !found.is_empty() {
+                k.projects.push((path.clone(), found));
+            }
+        }
+    }
+    k
+}
+
+/// Every command-bearing key `v` holds, named for a person (`projects["/p"].mcpServers`),
+/// with its value as JSON (for `landwall doctor`).
+pub fn listed(v: &Value) -> Vec<(String, String)> {
+    let k = keys_of(v);
+    let mut out: Vec<(String, String)> = k
+        .top
+        .iter()
+        .map(|(n, x)| (n.to_string(), x.to_string()))
+        .collect();
+    for (path, found) in &k.projects {
+        for (n, x) in found {
+            out.push((
+                format!("projects[{}].{n}", Value::from(path.as_str())),
+                x.to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Makes the command-bearing keys of `agent` those of `user`; returns the names of those
+/// that changed.
+fn put_back(agent: &mut Value, user: &Keys) -> Vec<String> {
+    let mut changed = Vec::new();
+    let Some(obj) = agent.as_object_mut() else {
+        return changed;
+    };
+    for name in TOP {
+        let want = user.top.iter().find(|(n, _)| n == name).map(|(_, x)| x);
+        if obj.get(*name) != want {
+            match want {
+                Some(x) => obj.insert(name.to_string(), x.clone()),
+                None => obj.remove(*name),
+            };
+            changed.push(name.to_string());
+        }
+    }
+    let mut paths: Vec<String> = user.projects.iter().map(|(p, _)| p.clone()).collect();
+    if let Some(projects) = obj.get("projects").and_then(Value::as_object) {
+        paths.extend(projects.keys().cloned());
+    }
+    paths.sort();
+    paths.dedup();
+    for path in paths {
+        let theirs = user
+            .projects
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, f)| f);
+        let projects = obj
+            .entry("projects")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !projects.is_object() {
+            *projects = Value::Object(Map::new());
+        }
+        let Some(projects) = projects.as_object_mut() else {
+            continue;
+        };
+        let entry = projects
+            .entry(path.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        let Some(entry) = entry.as_object_mut() else {
+            continue;
+        };
+        for name in PROJECT {
+            let want = theirs.and_then(|f| f.iter().find(|(n, _)| n == name).map(|(_, x)| x));
+            if entry.get(*name) != want {
+                match want {
+                    Some(x) => entry.insert(name.to_string(), x.clone()),
+                    None => entry.remove(*name),
+                };
+                changed.push(format!("projects[{}].{name}", Value::from(path.as_str())));
+            }
+        }
+    }
+    changed
+}
+
+/// Opens `name` in `dir` for reading, never following a link; `None` if it is absent.
+fn open_in(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<std::fs::File>> {
+    use nix::fcntl::{openat, OFlag};
+    match openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+        nix::sys::stat::Mode::empty(),
+    ) {
+        Ok(fd) => Ok(Some(std::fs::File::from(fd))),
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads a regular file of bounded size.
+fn read_bounded(mut f: std::fs::File) -> io::Result<Vec<u8>> {
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_BYTES >> 20
+        )));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    Read::by_ref(&mut f)
+        .take(MAX_BYTES + 1)
+        .read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Reads the user's `.claude.json` (`user`, outside the agent's reach): its command-bearing
+/// keys, none where it is absent. One that cannot be read is an error: the agent's copy
+/// would be judged against nothing.
+fn user_keys(user: &Path) -> io::Result<Keys> {
+    let text = match std::fs::File::open(user) {
+        Ok(f) => read_bounded(f)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Keys::default()),
+        Err(e) => return Err(e),
+    };
+    let v: Value = serde_json::from_slice(&text).map_err(io::Error::other)?;
+    Ok(keys_of(&v))
+}
+
+/// Makes the command-bearing keys of `config_dir/.claude.json` (the agent's copy) those of
+/// `user` (the user's own `.claude.json`), as the module says. `config_dir` is opened
+/// without following a link at its last component; the copy is replaced by a rename in it,
+/// so a reader sees the old file or the new one whole.
+pub fn guard(config_dir: &Path, user: &Path) -> io::Result<Guarded> {
+    let dir_c = CString::new(config_dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let dir = crate::sys::open_no_symlinks(None, &dir_c, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let name = OsStr::new(NAME);
+    let Some(file) = open_in(&dir, name)? else {
+        return Ok(Guarded::Same);
+    };
+    let mode = file.metadata()?.permissions();
+    let text = read_bounded(file);
+    let parsed = text
+        .as_ref()
+        .ok()
+        .and_then(|t| serde_json::from_slice::<Value>(t).ok())
+        .filter(Value::is_object);
+    let Some(mut agent) = parsed else {
+        let aside = crate::rename_aside(dir.as_fd(), name, name)?;
+        return Ok(Guarded::SetAside(config_dir.join(aside)));
+    };
+    let user = user_keys(user)?;
+    if keys_of(&agent) == user {
+        return Ok(Guarded::Same);
+    }
+    let changed = put_back(&mut agent, &user);
+    if changed.is_empty() {
+        return Ok(Guarded::Same);
+    }
+    let mut out = serde_json::to_vec_pretty(&agent).map_err(io::Error::other)?;
+    out.push(b'\n');
+    write_replacing(
+        &dir,
+        name,
+        &out,
+        std::os::unix::fs::PermissionsExt::mode(&mode),
+    )?;
+    Ok(Guarded::PutBack(changed))
+}
+
+/// Writes `bytes` to a new file in `dir` and renames it over `name`.
+fn write_replacing(dir: &OwnedFd, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use nix::fcntl::{openat, renameat, OFlag};
+    let tmp = format!(".claude.json.landwall-{}", std::process::id());
+    let fd = openat(
+        dir,
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::from_bits_truncate(mode & 0o777),
+    )?;
+    let mut f = std::fs::File::from(fd);
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        let _gone =
+            nix::unistd::unlinkat(dir, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        return Err(e);
+    }
+    renameat(dir, tmp.as_str(), dir, name)?;
+    Ok(())
+}
+
+/// Keys of Claude Code's settings that name commands, or what its sessions may do.
+const CLAUDE_SETTINGS: &[&str] = &[
+    "hooks",
+    "statusLine",
+    "apiKeyHelper",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "otelHeadersHelper",
+    "fileSuggestion",
+    "mcpServers",
+    "enabledMcpjsonServers",
+    "enableAllProjectMcpServers",
+    "env",
+    "permissions",
+];
+
+/// Keys of OpenCode's configuration that name commands or code it runs.
+const OPENCODE: &[&str] = &["mcp", "formatter", "lsp", "plugin", "command"];
+
+/// Keys of Codex's configuration that name commands it runs.
+const CODEX: &[&str] = &["notify", "mcp_servers", "hooks"];
+
+/// What the state file `path` (one of [`crate::profile::agent_code`]'s, or a `.claude.json`)
+/// names that an agent runs or follows: each key with its value as written (JSON or TOML),
+/// for a person to read. A directory: how many entries it holds. `Err`: it could not be
+/// read or parsed (said as such: a plant may hide behind it).
+pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        let n = std::fs::read_dir(path)?.count();
+        return Ok(if n == 0 {
+            Vec::new()
+        } else {
+            vec![("entries".to_string(), n.to_string())]
+        });
+    }
+    let text = read_bounded(std::fs::File::open(path)?)?;
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+    if name == NAME {
+        let v: Value = serde_json::from_slice(&text).map_err(io::Error::other)?;
+        return Ok(listed(&v));
+    }
+    if name.ends_with(".md") {
+        return Ok(if text.iter().all(u8::is_ascii_whitespace) {
+            Vec::new()
+        } else {
+            vec![("instructions".to_string(), format!("{} bytes", text.len()))]
+        });
+    }
+    let keys: &[&str] = if name == "config.toml" {
+        let text = std::str::from_utf8(&text).map_err(io::Error::other)?;
+        let t: toml::Table = toml::from_str(text).map_err(io::Error::other)?;
+        return Ok(CODEX
+            .iter()
+            .filter_map(|k| t.get(*k).map(|v| (k.to_string(), v.to_string())))
+            .collect());
+    } else if name == "settings.json" {
+        CLAUDE_SETTINGS
+    } else if name == "hooks.json" {
+        &["hooks"]
+    } else {
+        OPENCODE
+    };
+    let v: Value = serde_json::from_slice(&text).map_err(io::Error::other)?;
+    Ok(keys
+        .iter()
+        .filter_map(|k| v.get(*k).map(|x| (k.to_string(), x.to_string())))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn command_bearing_keys_are_put_back_and_the_rest_kept() {
+        let user = keys_of(&json!({
+            "mcpServers": {"fs": {"command": "mcp-fs"}},
+            "projects": {"/p": {"mcpServers": {}, "allowedTools": []}}
+        }));
+        let mut agent = json!({
+            "numStartups": 7,
+            "mcpServers": {"evil": {"command": "sh", "args": ["-c", "id"]}},
+            "projects": {
+                "/p": {"mcpServers": {}, "lastCost": 1},
+                "/q": {"mcpServers": {"x": {"command": "x"}}, "enableAllProjectMcpServers": true}
+            }
+        });
+        let changed = put_back(&mut agent, &user);
+        assert_eq!(
+            changed,
+            vec![
+                "mcpServers".to_string(),
+                "projects[\"/q\"].mcpServers".to_string(),
+                "projects[\"/q\"].enableAllProjectMcpServers".to_string(),
+            ]
+        );
+        assert_eq!(agent["numStartups"], 7);
+        assert_eq!(agent["mcpServers"], json!({"fs": {"command": "mcp-fs"}}));
+        assert_eq!(agent["projects"]["/p"]["lastCost"], 1);
+        assert_eq!(agent["projects"]["/q"], json!({}));
+        assert_eq!(keys_of(&agent), user);
+        assert!(put_back(&mut agent, &user).is_empty());
+    }
+
+    #[test]
+    fn the_copy_is_guarded_on_disk() {
+        let d = crate::testutil::Scratch::new("claudejson");
+        let cfg = d.0.join("cfg");
+        std::fs::create_dir(&cfg).expect("mkdir");
+        let user = d.0.join("user.json");
+        // No copy yet: nothing to do.
+        assert_eq!(guard(&cfg, &user).expect("guard"), Guarded::Same);
+        std::fs::write(
+            cfg.join(NAME),
+            r#"{"a":1,"mcpServers":{"e":{"command":"sh"}}}"#,
+        )
+        .expect("write");
+        // No file of the user's: the copy may name nothing.
+        assert_eq!(
+            guard(&cfg, &user).expect("guard"),
+            Guarded::PutBack(vec!["mcpServers".into()])
+        );
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(cfg.join(NAME)).expect("read")).expect("json");
+        assert_eq!(v, json!({"a": 1}));
+        assert_eq!(guard(&cfg, &user).expect("guard"), Guarded::Same);
+        // What cannot be judged is set aside.
+        std::fs::write(cfg.join(NAME), b"{\"mcpServers\": ").expect("write");
+        assert!(matches!(
+            guard(&cfg, &user).expect("guard"),
+            Guarded::SetAside(_)
+        ));
+        assert!(!cfg.join(NAME).exists());
+    }
+}
