@@ -133,8 +133,9 @@ pub struct RunJobArgs {
     /// The job's log cap in bytes: output past it is dropped and the job is ended.
     #[arg(long, value_name = "BYTES")]
     pub log_max: Option<u64>,
-    /// The size of the job's own `/tmp` and `/dev/shm` (each a tmpfs of its namespace).
-    #[arg(long, value_name = "BYTES")]
+    /// The size of the job's own `/tmp` and `/dev/shm` (each a tmpfs of its namespace); the
+    /// daemon always says it.
+    #[arg(long, value_name = "BYTES", default_value_t = landwall::limits::DEFAULT_TMP_SIZE)]
     pub tmp_size: u64,
     /// RLIMIT_NPROC for the job, where no pids controller caps it.
     #[arg(long, value_name = "N")]
@@ -226,8 +227,6 @@ mod tests {
             "claude",
             "--parent",
             "1",
-            "--tmp-size",
-            "1024",
             "--",
             "true",
         ])
