@@ -278,6 +278,9 @@ pub struct DrainConfig {
     /// written: `None` where the key is absent. The defaults are the daemon's to fill in
     /// ([`limits::with_defaults`]).
     pub caps: JobCaps,
+    /// The size of each job's own `/tmp` and `/dev/shm` (`tmp_size`); `None`: the job's
+    /// memory cap, else [`limits::DEFAULT_TMP_SIZE`].
+    pub tmp_size: Option<u64>,
 }
 
 impl Default for DrainConfig {
@@ -289,6 +292,7 @@ impl Default for DrainConfig {
             allow_uids: None,
             jobs: None,
             caps: JobCaps::default(),
+            tmp_size: None,
         }
     }
 }
@@ -644,6 +648,7 @@ struct RawDrain {
     tasks_max: Option<Spanned<u32>>,
     cpu_max: Option<Spanned<String>>,
     log_max: Option<Spanned<String>>,
+    tmp_size: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1071,6 +1076,7 @@ fn validate_drain(
     drain.caps.memory = cap(v, "memory_max", raw.memory_max, limits::parse_size)?;
     drain.caps.cpu = cap(v, "cpu_max", raw.cpu_max, limits::parse_cpu)?;
     drain.caps.log = cap(v, "log_max", raw.log_max, limits::parse_size)?;
+    drain.tmp_size = cap(v, "tmp_size", raw.tmp_size, limits::parse_size)?;
     if let Some(tasks) = raw.tasks_max {
         let n = *tasks.get_ref();
         if n == 0 {
@@ -1481,6 +1487,7 @@ memory_max = "2G"
 tasks_max = 512
 cpu_max = "150%"
 log_max = "16M"
+tmp_size = "256M"
 "#;
         let c = from_str(&p("/c"), text).expect("valid");
         assert_eq!(c.drain.spool, Some(p("/srv/spool")));
@@ -1500,6 +1507,7 @@ log_max = "16M"
                 log: Some(16 << 20),
             }
         );
+        assert_eq!(c.drain.tmp_size, Some(256 << 20));
         let c = from_str(&p("/c"), "[drain]\nmemory_max = \"512M\"\n").expect("one cap");
         assert_eq!(
             c.drain.caps,
@@ -1536,6 +1544,12 @@ log_max = "16M"
             ),
             ("[drain]\ncpu_max = 150\n", 2, ""),
             ("[drain]\n\nlog_max = \"1.5G\"\n", 3, "`log_max`: `1.5G`"),
+            (
+                "[drain]\ntmp_size = \"lots\"\n",
+                2,
+                "`tmp_size`: `lots` is not a size",
+            ),
+            ("[drain]\ntmp_size = \"0\"\n", 2, "`tmp_size`"),
         ] {
             let e = from_str(&p("/c"), text).expect_err(text).to_string();
             assert!(e.starts_with(&format!("/c:{line}: ")), "{text}: {e}");

@@ -93,12 +93,14 @@ pub trait Kernel {
     ) -> io::Result<()>;
     /// Enters the private mount namespace: with a quarantine, it is the object store there;
     /// the `held` protected paths are bound onto themselves; with `pts`, `/dev/pts` is a
-    /// private instance. Returns whether that instance is up.
+    /// private instance; with `tmp`, `/tmp` and `/dev/shm` are fresh tmpfs of that size.
+    /// Returns whether the `/dev/pts` instance is up.
     fn private_namespace(
         &mut self,
         quarantine: Option<&Quarantine>,
         held: &[Held],
         pts: bool,
+        tmp: Option<u64>,
     ) -> Result<bool, NsError>;
     /// Says, on stderr, what the launch goes on without.
     fn note(&mut self, text: &str);
@@ -150,19 +152,31 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
     }
     let own_pts = policy.terminals == Terminals::Own;
     let mut private_pts = false;
-    if policy.quarantine.is_some() || own_pts || !held.is_empty() {
-        match kernel.private_namespace(policy.quarantine.as_ref(), held, own_pts) {
+    let tmp = policy.private_tmp;
+    if policy.quarantine.is_some() || own_pts || !held.is_empty() || tmp.is_some() {
+        match kernel.private_namespace(policy.quarantine.as_ref(), held, own_pts, tmp) {
             Ok(pts) => private_pts = pts,
-            Err(NsError::Refused(e)) => match exposed_without_namespace(policy) {
-                Some(_) if policy.protect_required => {
+            Err(NsError::Refused(e)) => match (exposed_without_namespace(policy), tmp) {
+                (Some(_), _) | (_, Some(_)) if policy.protect_required => {
                     return Error::Namespace(NsError::Refused(e))
                 }
-                Some(what) => kernel.note(&format!(
-                    "no private mount namespace here ({e}), so {what} writable by the agent this time; set protect_required = true to refuse to launch instead"
-                )),
+                (what, tmp) if what.is_some() || tmp.is_some() => {
+                    let mut lost = Vec::new();
+                    if let Some(what) = what {
+                        lost.push(format!("{what} writable by the agent this time"));
+                    }
+                    // A drain job's: said in its log, never silent.
+                    if tmp.is_some() {
+                        lost.push("/tmp and /dev/shm are the host's, not a tmpfs of the job's own (what it leaves there outlives it)".to_string());
+                    }
+                    kernel.note(&format!(
+                        "no private mount namespace here ({e}), so {}; set protect_required = true to refuse to launch instead",
+                        lost.join(", and ")
+                    ));
+                }
                 // Only the private /dev/pts was asked for: without it the agent gets no
                 // pseudo-terminal but its own (below), which `doctor` reports.
-                None => {}
+                _ => {}
             },
             Err(e) => return Error::Namespace(e),
         }
@@ -433,8 +447,9 @@ impl Kernel for LiveKernel {
         quarantine: Option<&Quarantine>,
         held: &[Held],
         pts: bool,
+        tmp: Option<u64>,
     ) -> Result<bool, NsError> {
-        crate::ns::enter(quarantine, held, pts, nix::unistd::geteuid().is_root())
+        crate::ns::enter(quarantine, held, pts, tmp, nix::unistd::geteuid().is_root())
     }
 
     fn note(&mut self, text: &str) {
@@ -565,6 +580,7 @@ mod tests {
             _: Option<&Quarantine>,
             _: &[Held],
             pts: bool,
+            _: Option<u64>,
         ) -> Result<bool, NsError> {
             if self.step("ns") {
                 return Err(NsError::Refused(io::Error::from_raw_os_error(libc::EPERM)));
@@ -672,6 +688,52 @@ mod tests {
         };
         let e = wall_and_exec(&mut k, &policy, &exec);
         assert_eq!(k.steps, ["threads", "watch", "ns"]);
+        assert_eq!(e.exit_code(), crate::exit::WALL, "{e}");
+    }
+
+    /// A drain job's private /tmp asks for the namespace before the wall (whose rules then
+    /// name the new tmpfs); refused, it is said in a note, or stops the launch with
+    /// `protect_required`. The shim's launches ask for none.
+    #[test]
+    fn a_private_tmp_gets_the_namespace_before_the_wall_and_a_refusal_is_said() {
+        let (mut policy, exec) = fixture();
+        policy.terminals = crate::config::Terminals::All;
+        assert_eq!(
+            policy.private_tmp, None,
+            "the shim's launches keep the host's /tmp"
+        );
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+            threads: 1,
+        };
+        wall_and_exec(&mut k, &policy, &exec);
+        assert!(!k.steps.contains(&"ns"), "{:?}", k.steps);
+        policy.private_tmp = Some(1 << 20);
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: None,
+            threads: 1,
+        };
+        wall_and_exec(&mut k, &policy, &exec);
+        assert_eq!(&k.steps[..4], ["threads", "ns", "caps", "nnp"]);
+        assert!(k.steps.contains(&"landlock"));
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: Some("ns"),
+            threads: 1,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert!(matches!(e, Error::Exec { .. }), "{e}");
+        assert_eq!(&k.steps[..4], ["threads", "ns", "note", "caps"]);
+        policy.protect_required = true;
+        let mut k = Recorder {
+            steps: vec![],
+            fail_at: Some("ns"),
+            threads: 1,
+        };
+        let e = wall_and_exec(&mut k, &policy, &exec);
+        assert_eq!(k.steps, ["threads", "ns"]);
         assert_eq!(e.exit_code(), crate::exit::WALL, "{e}");
     }
 

@@ -27,6 +27,18 @@ pub const DEFAULT_LOG_MAX: u64 = 64 << 20;
 /// node agent runs a dozen threads; a build more), small enough to stop a fork bomb.
 pub const DEFAULT_TASKS_MAX: u32 = 4096;
 
+/// The size of a job's own `/tmp` and of its `/dev/shm` (each) when `[drain] tmp_size` sets
+/// none and the job has no memory cap: room for builds and test databases; a job writing
+/// without end stops there (ENOSPC) rather than at the host's memory.
+pub const DEFAULT_TMP_SIZE: u64 = 1 << 30;
+
+/// The size of each of a job's own tmpfs (`/tmp`, `/dev/shm`): `[drain] tmp_size`, else the
+/// job's memory cap (what it writes there is memory: `memory.max` counts it too), else
+/// [`DEFAULT_TMP_SIZE`].
+pub fn tmp_size(configured: Option<u64>, caps: &JobCaps) -> u64 {
+    configured.or(caps.memory).unwrap_or(DEFAULT_TMP_SIZE)
+}
+
 /// The daemon's maxima as `[drain]` gives them, with the defaults filled in.
 pub fn with_defaults(max: JobCaps) -> JobCaps {
     JobCaps {
@@ -111,6 +123,60 @@ pub fn size_text(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// The mount point of the cgroup2 file system whose root is the hierarchy's root, from the
+/// text of `/proc/self/mountinfo`.
+pub fn cgroup2_mount(mountinfo: &str) -> Option<std::path::PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let fstype = right.split_whitespace().next()?;
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        let point = fields.get(4)?;
+        (fstype == "cgroup2" && fields.get(3) == Some(&"/"))
+            .then(|| std::path::PathBuf::from(unescape(point)))
+    })
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether a drain job's memory cap can hold on this host at all: `Ok` with the cgroup v2
+/// mount where its root offers the memory controller (a daemon still needs a subtree with
+/// it: systemd's `Delegate=yes`, or the root cgroup), else why not. For `doctor`: no
+/// cgroup below the root can have a controller the root lacks.
+pub fn host_memory_controller() -> Result<std::path::PathBuf, String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
+    let mount = cgroup2_mount(&info).ok_or("no cgroup v2 file system is mounted")?;
+    let file = mount.join("cgroup.controllers");
+    let have =
+        std::fs::read_to_string(&file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    if have.split_whitespace().any(|c| c == "memory") {
+        Ok(mount)
+    } else {
+        let have = have.trim();
+        Err(format!(
+            "the cgroup v2 hierarchy at {} has no memory controller (its controllers: {})",
+            mount.display(),
+            if have.is_empty() { "none" } else { have }
+        ))
+    }
+}
+
 impl fmt::Display for JobCaps {
     /// `memory 512M, tasks 4096, cpu 150%, log 64M` (only the caps set; `none` if none).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -138,6 +204,34 @@ impl fmt::Display for JobCaps {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cgroup2_mount_is_found() {
+        use std::path::PathBuf;
+        let info = "24 30 0:22 / /sys rw,nosuid - sysfs sysfs rw\n\
+                    35 24 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
+                    36 24 0:31 /sub /elsewhere rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount(info),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            cgroup2_mount("24 30 0:22 / /sys rw - sysfs sysfs rw\n"),
+            None
+        );
+        assert_eq!(unescape("/a\\040b"), "/a b");
+    }
+
+    #[test]
+    fn tmp_size_is_configured_else_the_memory_cap_else_1g() {
+        let capped = JobCaps {
+            memory: Some(64 << 20),
+            ..JobCaps::default()
+        };
+        assert_eq!(tmp_size(Some(8 << 20), &capped), 8 << 20);
+        assert_eq!(tmp_size(None, &capped), 64 << 20);
+        assert_eq!(tmp_size(None, &JobCaps::default()), 1 << 30);
+    }
 
     #[test]
     fn sizes_parse_and_print() {

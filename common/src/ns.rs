@@ -100,6 +100,10 @@ fn errno(e: nix::errno::Errno) -> io::Error {
 ///    each checked by device and inode, and a read-only one by its mount flags;
 /// 5. with `pts`: a private `/dev/pts` ([`private_pts`]).
 ///
+/// With `tmp` (a drain job's), right after step 2: a fresh tmpfs of that many bytes on
+/// `/tmp` and on `/dev/shm` ([`private_tmp`]), before anything else is mounted or opened
+/// there, and before the wall's rules (opened when the ruleset is built) name them.
+///
 /// Returns whether the private `/dev/pts` is up (a mount of it refused where mounts are
 /// refused, inside another wall, is not an error: the launch then grants no pseudo-terminal
 /// but its own).
@@ -107,6 +111,7 @@ pub fn enter(
     q: Option<&Quarantine>,
     held: &[Held],
     pts: bool,
+    tmp: Option<u64>,
     is_root: bool,
 ) -> Result<bool, NsError> {
     if let Some(q) = q {
@@ -171,6 +176,9 @@ pub fn enter(
             std::fs::write(file, text).map_err(failed(format!("writing {file}")))?;
         }
     }
+    if let Some(size) = tmp {
+        private_tmp(size)?;
+    }
     if let Some(q) = q {
         quarantine(q)?;
     }
@@ -178,7 +186,7 @@ pub fn enter(
         hold(h).map_err(|e| {
             let step = format!("holding the protected path {}", h.path.display());
             // The first mount of the namespace: refused inside another wall.
-            if i == 0 && q.is_none() {
+            if i == 0 && q.is_none() && tmp.is_none() {
                 first_mount_refused("holding a protected path")(e)
             } else {
                 failed(step)(e)
@@ -198,6 +206,71 @@ pub fn enter(
             source: e,
         }),
     }
+}
+
+/// Where a drain job gets a tmpfs of its own, in this order. `/dev/shm` only where it is
+/// a directory.
+pub const PRIVATE_TMP: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// A fresh tmpfs on each of [`PRIVATE_TMP`]: mode 1777 like the host's, `nosuid,nodev`,
+/// `size` bytes at most (a write past it fails with ENOSPC). Nothing else in the namespace
+/// holds it, so it goes, with all it holds, when the job's last process does.
+///
+/// Each mount is made onto the directory opened with no symbolic link on the way, and
+/// checked after: a new file system (another device than before), a tmpfs, the mode and
+/// flags asked for. The first (`/tmp`) is the namespace's first mount: refused there
+/// (EPERM, inside another wall) it counts as a refused namespace.
+fn private_tmp(size: u64) -> Result<(), NsError> {
+    let data = CString::new(format!("mode=1777,size={size}"))
+        .map_err(|_| failed("mounting a private /tmp")(io::Error::other("size")))?;
+    for (i, place) in PRIVATE_TMP.iter().enumerate() {
+        let path = Path::new(place);
+        let dir = match open_real_dir(path, OFlag::O_PATH) {
+            Ok(d) => d,
+            // No /dev/shm here: nothing to hide, and the wall grants none.
+            Err(e) if i > 0 && e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(failed(format!("opening {place}"))(e)),
+        };
+        let before = stat(&dir).map_err(failed(format!("checking {place}")))?;
+        let target = CString::new(format!("/proc/self/fd/{}", dir.as_raw_fd())).map_err(|_| {
+            failed(format!("mounting a tmpfs on {place}"))(io::Error::other("path"))
+        })?;
+        let mounted = sys::mount_fs(c"tmpfs", &target, libc::MS_NOSUID | libc::MS_NODEV, &data);
+        match (mounted, i) {
+            (Ok(()), _) => {}
+            (Err(e), 0) => return Err(first_mount_refused("mounting a private /tmp")(e)),
+            (Err(e), _) => return Err(failed(format!("mounting a tmpfs on {place}"))(e)),
+        }
+        mounted_tmp(path, &before).map_err(failed(format!("checking the tmpfs on {place}")))?;
+    }
+    Ok(())
+}
+
+/// After the tmpfs mount on `path`: what `path` leads to now is that tmpfs.
+fn mounted_tmp(path: &Path, before: &FileStat) -> io::Result<()> {
+    let now = open_real_dir(path, OFlag::O_RDONLY)?;
+    let st = stat(&now)?;
+    if st.st_dev == before.st_dev {
+        return Err(io::Error::other(
+            "it is the same file system as before the mount",
+        ));
+    }
+    let fs = nix::sys::statfs::fstatfs(&now).map_err(errno)?;
+    if fs.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
+        return Err(io::Error::other("it is not a tmpfs"));
+    }
+    if st.st_mode & 0o7777 != 0o1777 {
+        return Err(io::Error::other(format!(
+            "its mode is {:o}, not 1777",
+            st.st_mode & 0o7777
+        )));
+    }
+    let flags = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?.flags();
+    use nix::sys::statvfs::FsFlags;
+    if !flags.contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV) {
+        return Err(io::Error::other("it is not nosuid,nodev"));
+    }
+    Ok(())
 }
 
 /// A private `/dev/pts`: a new devpts instance mounted on it, and its `ptmx` bound onto
@@ -383,7 +456,7 @@ pub fn probe(is_root: bool) -> io::Result<()> {
 /// Whether a launch here gets its private `/dev/pts` (tried in a child, which then exits):
 /// `Ok` or why not. For `doctor`.
 pub fn probe_pts(is_root: bool) -> io::Result<()> {
-    let code = sys::in_child(|| match enter(None, &[], true, is_root) {
+    let code = sys::in_child(|| match enter(None, &[], true, None, is_root) {
         Ok(true) => 0,
         Ok(false) => libc::EPERM,
         Err(NsError::Refused(e)) | Err(NsError::Failed { source: e, .. }) => {

@@ -251,6 +251,10 @@ pub struct Policy {
     pub terminals: crate::config::Terminals,
     /// Unix sockets outside the wall.
     pub unix: UnixPolicy,
+    /// A drain job's own `/tmp` and `/dev/shm`: a fresh tmpfs of this many bytes on each,
+    /// mounted in its namespace before the wall is built ([`crate::ns`]), gone with the
+    /// job. `None` (the shim's launches): the host's, which their users expect.
+    pub private_tmp: Option<u64>,
 }
 
 /// Which Unix sockets outside the wall the agent may reach (`[unix]`).
@@ -1331,6 +1335,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         protect_required: config.protect_required,
         terminals: config.terminals,
         unix,
+        private_tmp: None,
     };
     // The other linked worktrees, under what the agent may write.
     let main = std::mem::take(&mut policy.protection);

@@ -21,8 +21,11 @@ Jobs and their caps:
   however it detached, before the result is written. Where the daemon has a cgroup v2
   subtree (systemd Delegate=yes, or the root cgroup), each job gets its own cgroup with
   memory.max, pids.max and cpu.max from [drain] memory_max, tasks_max, cpu_max, and ends with
-  cgroup.kill. Where it has none, the daemon says so in one line at start: memory is capped
-  by RLIMIT_DATA, tasks by RLIMIT_NPROC (not for root), CPU not at all. The log cap
+  cgroup.kill. Where it has none, or no memory controller, the daemon says so in one line at
+  start: a job with a memory cap is refused (RLIMIT_DATA would not count shared memory or
+  tmpfs), and a memory_max every job gets stops the daemon (status 78); tasks are capped by
+  RLIMIT_NPROC (not for root), CPU not at all. Each job gets its own tmpfs on /tmp and
+  /dev/shm ([drain] tmp_size, default its memory cap, else 1G each), gone with it. The log cap
   ([drain] log_max, default 64M) always holds; a job that reaches a cap ends `failed`, naming
   it. With less room on the spool's file system than a job's log cap, nothing is claimed.
 
@@ -130,9 +133,10 @@ pub struct RunJobArgs {
     /// The job's log cap in bytes: output past it is dropped and the job is ended.
     #[arg(long, value_name = "BYTES")]
     pub log_max: Option<u64>,
-    /// RLIMIT_DATA for the job, where no memory controller caps it.
-    #[arg(long, value_name = "BYTES")]
-    pub rlimit_data: Option<u64>,
+    /// The size of the job's own `/tmp` and `/dev/shm` (each a tmpfs of its namespace); the
+    /// daemon always says it.
+    #[arg(long, value_name = "BYTES", default_value_t = landwall::limits::DEFAULT_TMP_SIZE)]
+    pub tmp_size: u64,
     /// RLIMIT_NPROC for the job, where no pids controller caps it.
     #[arg(long, value_name = "N")]
     pub rlimit_nproc: Option<u64>,
@@ -192,6 +196,8 @@ mod tests {
             "A",
             "--parent",
             "1",
+            "--tmp-size",
+            "1024",
             "--",
             "sh",
             "-c",
@@ -204,6 +210,7 @@ mod tests {
         assert_eq!(r.env, ["A"]);
         assert_eq!(r.spool, PathBuf::from("/s"));
         assert_eq!(r.argv, ["sh", "-c", "--env x"]);
+        assert_eq!(r.tmp_size, 1024);
     }
 
     #[test]

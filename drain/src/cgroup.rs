@@ -16,15 +16,17 @@
 //! stays in the daemon's, so that the caps and the kill reach the job alone.
 //!
 //! Where there is no such subtree, the daemon says so at start and jobs run without one:
-//! the keeper (a child subreaper) still ends all of each job, and memory and tasks are
-//! capped by rlimits where they can be.
+//! the keeper (a child subreaper) still ends all of each job, and tasks are capped by
+//! RLIMIT_NPROC where it can be. Memory is not: RLIMIT_DATA does not count shared memory or
+//! tmpfs (found by review: a job capped at 64M held 512M of shared memory), so a job with
+//! a memory cap and no `memory.max` to hold it is refused ([`no_memory_cap`]).
 
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use landwall::limits::{size_text, JobCaps};
+use landwall::limits::{self, size_text, JobCaps};
 
 /// The period `cpu.max` counts in, in microseconds.
 const CPU_PERIOD_US: u64 = 100_000;
@@ -62,7 +64,7 @@ pub struct Usage {
 pub fn detect(daemon_pid: u32, spool: &Path) -> Result<Cgroups, String> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("reading /proc/self/mountinfo: {e}"))?;
-    let mount = cgroup2_mount(&mountinfo).ok_or("no cgroup v2 file system is mounted")?;
+    let mount = limits::cgroup2_mount(&mountinfo).ok_or("no cgroup v2 file system is mounted")?;
     let own = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
     let rel = own
@@ -120,35 +122,6 @@ fn spool_tag(spool: &Path) -> String {
     format!("{:08x}", h as u32)
 }
 
-/// The mount point of the cgroup2 file system whose root is the hierarchy's root.
-fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
-    mountinfo.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let fstype = right.split_whitespace().next()?;
-        let fields: Vec<&str> = left.split_whitespace().collect();
-        let point = fields.get(4)?;
-        (fstype == "cgroup2" && fields.get(3) == Some(&"/")).then(|| PathBuf::from(unescape(point)))
-    })
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// `mkdir`, an existing directory being fine.
 fn make_dir(dir: &Path) -> io::Result<()> {
     match fs::create_dir(dir) {
@@ -172,8 +145,9 @@ fn write(file: &Path, value: &str) -> io::Result<()> {
 
 /// Enables in `dir`'s `cgroup.subtree_control`, for its children, each of memory, pids and
 /// cpu that its `cgroup.controllers` lists. One that cannot be enabled (a process in `dir`
-/// other than the root cgroup, a controller the parent holds back) is left off: its cap
-/// then falls back to an rlimit, or to none, and the line at start says which.
+/// other than the root cgroup, a controller the parent holds back) is left off: a memory
+/// cap is then refused, a task cap falls back to RLIMIT_NPROC, a CPU cap to none; the line
+/// at start says which.
 fn enable(dir: &Path) {
     let have = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
     for c in ["memory", "pids", "cpu"] {
@@ -297,11 +271,31 @@ impl Cgroups {
     }
 }
 
-/// The rlimit fallbacks in words, for the line at start.
+/// What to do where no memory cap can hold, for the one-line refusals.
+pub const MEMORY_FIX: &str = "enable the memory controller for the daemon's cgroup v2 subtree (a host whose cgroup v2 lists `memory` in cgroup.controllers; under systemd, a unit with Delegate=yes as the packaged one)";
+
+/// Why no job's memory cap can hold under `detected` (what [`detect`] found), or `None`
+/// where `memory.max` holds it.
+pub fn no_memory_cap(detected: &Result<Cgroups, String>) -> Option<String> {
+    match detected {
+        Ok(c) if c.memory => None,
+        Ok(c) => Some(format!(
+            "the jobs' cgroup v2 subtree {} has no memory controller, so no memory.max",
+            c.base.display()
+        )),
+        Err(why) => Some(format!(
+            "the daemon has no cgroup v2 subtree for jobs ({why}), so no memory.max"
+        )),
+    }
+}
+
+/// What holds without a controller, in words, for the line at start.
 fn fallback_words(memory: bool, pids: bool, cpu: bool) -> String {
     let mut w = Vec::new();
     if memory {
-        w.push("memory capped by RLIMIT_DATA");
+        w.push(
+            "jobs with a memory cap refused (RLIMIT_DATA would not count shared memory or tmpfs)",
+        );
     }
     if pids {
         w.push("tasks by RLIMIT_NPROC where the daemon is not root");
@@ -420,22 +414,6 @@ pub fn cap_reason(usage: Usage, caps: &JobCaps) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_cgroup2_mount_is_found() {
-        let info = "24 30 0:22 / /sys rw,nosuid - sysfs sysfs rw\n\
-                    35 24 0:30 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n\
-                    36 24 0:31 /sub /elsewhere rw - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            cgroup2_mount(info),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
-        assert_eq!(
-            cgroup2_mount("24 30 0:22 / /sys rw - sysfs sysfs rw\n"),
-            None
-        );
-        assert_eq!(unescape("/a\\040b"), "/a b");
-    }
 
     #[test]
     fn counters_and_reasons() {

@@ -91,6 +91,9 @@ pub enum DrainError {
     /// The drain's own state lies within what every job would be granted.
     #[error("{0}")]
     Exposed(String),
+    /// A cap the configuration gives every job that this host cannot hold.
+    #[error("{0}")]
+    Caps(String),
     /// Marking descriptors, finding the executable.
     #[error("{0}")]
     Setup(landwall::Error),
@@ -120,7 +123,8 @@ impl DrainError {
             DrainError::Flag(_)
             | DrainError::Config(_)
             | DrainError::Root { .. }
-            | DrainError::Exposed(_) => exit::CONFIG,
+            | DrainError::Exposed(_)
+            | DrainError::Caps(_) => exit::CONFIG,
             DrainError::Setup(e) | DrainError::Wall(e) => e.exit_code(),
             DrainError::Lock(LockError::Held { .. }) => exit::LOCKED,
             DrainError::Lock(LockError::Io(_)) | DrainError::Spool(_) | DrainError::Io { .. } => {
@@ -175,6 +179,8 @@ struct Live {
     caps: JobCaps,
     /// The configuration's `protect` entries: the protected paths the sweep records.
     protect: Vec<landwall::protect::Change>,
+    /// `tmp_size`: each job's own `/tmp` and `/dev/shm` (`None`: from its memory cap).
+    tmp_size: Option<u64>,
 }
 
 impl Live {
@@ -191,6 +197,20 @@ impl Live {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        // Each job sees its own empty tmpfs on /tmp and /dev/shm: a worktree there would
+        // be hidden from its job.
+        for (root, configured) in roots.iter().zip(&config.drain.worktree_roots) {
+            if let Some(place) = landwall::ns::PRIVATE_TMP
+                .iter()
+                .find(|p| root.starts_with(p))
+            {
+                return Err(DrainError::Exposed(format!(
+                    "worktree root {} ({}) lies in {place}, which each job sees as an empty tmpfs of its own; move the root out of /tmp and /dev/shm",
+                    root.display(),
+                    config.places.describe(configured, "[drain] worktree_roots")
+                )));
+            }
+        }
         let allow_uids = config.drain.allow_uids.clone().unwrap_or_else(|| {
             let mut v = vec![0, uid];
             v.dedup();
@@ -200,6 +220,7 @@ impl Live {
         Ok(Live {
             caps: limits::with_defaults(config.drain.caps),
             protect: config.protect.clone(),
+            tmp_size: config.drain.tmp_size,
             roots,
             allow_uids,
             grace: config.drain.grace,
@@ -276,6 +297,12 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
     // Before the wall: a delegated cgroup's daemon moves itself into a leaf first.
     // Said once the daemon serves (a daemon that refuses to says only why).
     let cgroups = cgroup::detect(std::process::id(), &spool_root);
+    // A memory cap that would not hold is refused, not run under an rlimit that shared
+    // memory and tmpfs pass (found by review). One on every job stops the daemon here.
+    let no_memory_cap = cgroup::no_memory_cap(&cgroups);
+    if let Some(refusal) = memory_refusal(&live, no_memory_cap.as_deref(), &config_path) {
+        return Err(DrainError::Caps(refusal));
+    }
 
     if walled {
         let config_file = config_path.exists().then_some(config_path.as_path());
@@ -346,6 +373,7 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
     };
     let mut daemon = Daemon {
         cgroups,
+        no_memory_cap,
         no_room: None,
         spool,
         exe,
@@ -643,6 +671,8 @@ struct Stopping {
 struct Daemon {
     /// The jobs' cgroups, where the daemon has a subtree for them.
     cgroups: Option<Cgroups>,
+    /// Why no job's memory cap can hold here (no `memory.max` for it), if none can.
+    no_memory_cap: Option<String>,
     /// When to look at the spool's free space again, while it is short.
     no_room: Option<Instant>,
     spool: Spool,
@@ -761,6 +791,11 @@ impl Daemon {
                 let live = Live::new(&c, self.jobs_cli, self.uid)?;
                 offlimits::check_roots(&c, &live.roots, &self.own, self.is_root)
                     .map_err(DrainError::Exposed)?;
+                if let Some(refusal) =
+                    memory_refusal(&live, self.no_memory_cap.as_deref(), &self.config_path)
+                {
+                    return Err(DrainError::Caps(refusal));
+                }
                 Ok(live)
             });
         match loaded {
@@ -1168,6 +1203,13 @@ impl Daemon {
         )?;
         let spec = spool::check_job(spool::parse_job(&text)?)?;
         let caps = limits::effective(spec.caps, self.live.caps).map_err(Rejected)?;
+        if let (Some(m), Some(why)) = (caps.memory, &self.no_memory_cap) {
+            return Err(Rejected(format!(
+                "its memory cap {} cannot hold on this host: {why}; {}, or submit it without `--memory`",
+                limits::size_text(m),
+                cgroup::MEMORY_FIX
+            )));
+        }
         let worktree = spool::check_worktree(&spec.worktree, &self.live.roots)?;
         Ok((spec, worktree, caps))
     }
@@ -1237,13 +1279,13 @@ impl Daemon {
         if let Some(l) = caps.log {
             cmd.arg("--log-max").arg(l.to_string());
         }
-        // What no controller caps, an rlimit does where it can: RLIMIT_DATA for memory;
-        // RLIMIT_NPROC for tasks, which counts every process of the daemon's user and does
-        // not hold for root.
+        cmd.arg("--tmp-size")
+            .arg(limits::tmp_size(self.live.tmp_size, caps).to_string());
+        // Tasks no controller caps, an rlimit does where it can: RLIMIT_NPROC, which counts
+        // every process of the daemon's user and does not hold for root. (Memory has no such
+        // fallback: RLIMIT_DATA passes shared memory and tmpfs, so a memory cap without
+        // `memory.max` is refused in `check`.)
         let controller = |on: fn(&Cgroups) -> bool| self.cgroups.as_ref().is_some_and(on);
-        if let (false, Some(m)) = (controller(|c| c.memory), caps.memory) {
-            cmd.arg("--rlimit-data").arg(m.to_string());
-        }
         if let (false, false, Some(t)) = (controller(|c| c.pids), self.is_root, caps.tasks) {
             cmd.arg("--rlimit-nproc").arg(t.to_string());
         }
@@ -1290,6 +1332,19 @@ impl Daemon {
         }
         Ok(running)
     }
+}
+
+/// The one line that stops the daemon (or a reload) when the configuration gives every job
+/// a memory cap (`memory_max`: the default of every job, as well as its maximum) and no
+/// job's memory cap can hold here.
+fn memory_refusal(live: &Live, no_memory_cap: Option<&str>, config: &Path) -> Option<String> {
+    let (m, why) = (live.caps.memory?, no_memory_cap?);
+    Some(format!(
+        "`memory_max` = {} in [drain] of {} gives every job a memory cap, which cannot hold on this host: {why}; {}, or remove `memory_max`",
+        limits::size_text(m),
+        config.display(),
+        cgroup::MEMORY_FIX
+    ))
 }
 
 /// A duration for people: `1.234s`, `30s`, `1m30s`.
@@ -1413,5 +1468,13 @@ mod tests {
                 .exit_code(),
             78
         );
+        // Each job's /tmp is a tmpfs of its own: a root there would be hidden from it.
+        let in_tmp = PathBuf::from(format!("/tmp/lw-live-root-{}", std::process::id()));
+        std::fs::create_dir_all(&in_tmp).expect("mkdir");
+        c.drain.worktree_roots = vec![in_tmp.clone()];
+        let e = Live::new(&c, None, 0).expect_err("root in /tmp");
+        std::fs::remove_dir(&in_tmp).expect("rmdir");
+        assert_eq!(e.exit_code(), 78);
+        assert!(e.to_string().contains("lies in /tmp"), "{e}");
     }
 }

@@ -54,8 +54,6 @@ pub struct Keep<'a> {
     pub log_max: Option<u64>,
     /// The cgroup the job joins before its wall.
     pub cgroup: Option<&'a Path>,
-    /// RLIMIT_DATA for the job (no memory controller).
-    pub rlimit_data: Option<u64>,
     /// RLIMIT_NPROC for the job (no pids controller).
     pub rlimit_nproc: Option<u64>,
 }
@@ -187,14 +185,9 @@ fn job_side(
             return fail(format!("joining its cgroup {}: {e}", cg.display()));
         }
     }
-    for (resource, value) in [
-        (Resource::RLIMIT_DATA, keep.rlimit_data),
-        (Resource::RLIMIT_NPROC, keep.rlimit_nproc),
-    ] {
-        if let Some(v) = value {
-            if let Err(e) = setrlimit(resource, v, v) {
-                return fail(format!("setting {resource:?} to {v}: {e}"));
-            }
+    if let Some(v) = keep.rlimit_nproc {
+        if let Err(e) = setrlimit(Resource::RLIMIT_NPROC, v, v) {
+            return fail(format!("setting RLIMIT_NPROC to {v}: {e}"));
         }
     }
     // dup2 leaves the new descriptors without close-on-exec: the job's stdout and stderr.

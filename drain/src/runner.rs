@@ -12,7 +12,8 @@
 //! the configuration; find the command on PATH; build the policy (worktree, agent, extra
 //! variable names; the drain's own state off limits, no `$HOME`) and check its worktree is
 //! still the one the daemon checked; drop capabilities, no_new_privs, Landlock, seccomp,
-//! self-check; exec.
+//! self-check; exec. The job's namespace gets a tmpfs of its own on `/tmp` and
+//! `/dev/shm` (`--tmp-size` each), mounted before the wall's rules are opened.
 //!
 //! The drain's own state is never granted to a job ([`crate::offlimits`]): the spool the
 //! daemon serves (`--spool`, not only `[drain] spool`), the configuration it read, its home
@@ -59,7 +60,6 @@ pub fn main(args: RunJobArgs) -> i32 {
     let keep = keeper::Keep {
         log_max: args.log_max,
         cgroup: cgroup.as_deref(),
-        rlimit_data: args.rlimit_data,
         rlimit_nproc: args.rlimit_nproc,
     };
     let parent = args.parent;
@@ -173,6 +173,9 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
     policy.protection.submodules = None;
     // And so the daemon, not a record, is what judges the job's end.
     policy.protection.record = None;
+    // A /tmp and /dev/shm of the job's own, size-capped and gone with it: what a job leaves
+    // in the host's outlives it, and counts against nothing of its own once it has ended.
+    policy.private_tmp = Some(args.tmp_size);
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
         allow.extend(config.agent(&args.agent).env_allow.iter().cloned());

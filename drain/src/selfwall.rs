@@ -226,6 +226,7 @@ mod tests {
             _: Option<&landwall::policy::Quarantine>,
             _: &[landwall::protect::Held],
             _: bool,
+            _: Option<u64>,
         ) -> Result<bool, landwall::ns::NsError> {
             self.steps.push("namespace");
             Ok(false)

@@ -111,6 +111,9 @@ pub fn run(vars: &plan::Vars) -> i32 {
         r.line(agent_line(agent, vars, &config, me));
     }
 
+    // The drain's memory caps: refused where no memory.max can hold them.
+    r.line(drain_memory_line(&config));
+
     // What the policy for this directory leaves open.
     // Its lines quote names of files and directories in $HOME, escaped one by one.
     for l in exposure(vars, &policy, me) {
@@ -147,6 +150,30 @@ pub fn run(vars: &plan::Vars) -> i32 {
         0
     } else {
         landwall::exit::DOCTOR_FAILED
+    }
+}
+
+/// What a `landwall-drain` here would do with a job's memory cap. Without the memory
+/// controller in cgroup v2 no `memory.max` can hold it, and RLIMIT_DATA (which shared
+/// memory and tmpfs pass) is no cap, so such jobs are refused.
+fn drain_memory_line(config: &config::Config) -> String {
+    match landwall::limits::host_memory_controller() {
+        Ok(mount) => format!(
+            "drain caps  memory: memory.max, where the daemon's cgroup v2 subtree has the memory controller ({} offers it; under systemd, Delegate=yes); a job with a memory cap is refused where it has not",
+            mount.display()
+        ),
+        Err(why) => {
+            let every = match config.drain.caps.memory {
+                Some(m) => format!(
+                    "; `memory_max` = {} gives every job one, so landwall-drain refuses to start (status 78)",
+                    landwall::limits::size_text(m)
+                ),
+                None => String::new(),
+            };
+            format!(
+                "drain caps  memory: REFUSED on this host: {why}, so a drain job with a memory cap (`submit --memory`, `[drain] memory_max`) is not started{every}; enable the memory controller in cgroup v2, or drop the cap"
+            )
+        }
     }
 }
 

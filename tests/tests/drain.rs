@@ -1900,31 +1900,295 @@ fn a_job_that_floods_its_log_is_cut_at_the_cap_and_the_next_runs() {
     assert!(d.log_of(&next).contains("next-ran"));
 }
 
+/// A cgroup v2 without the memory controller, for a daemon started in it: `outer/inner`
+/// under the hierarchy's root, `outer` enabling nothing for `inner`. Removed (after the
+/// daemon and its jobs are gone) however the test ends.
+struct Memoryless {
+    outer: PathBuf,
+    inner: PathBuf,
+}
+
+impl Memoryless {
+    /// `None` where no cgroup v2 is mounted at all: no job can have a `memory.max` then.
+    /// A hierarchy where the cgroup cannot be made is a failure, naming why.
+    fn new(tag: &str) -> Option<Memoryless> {
+        let info = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let mount = landwall::limits::cgroup2_mount(&info)?;
+        let outer = mount.join(format!("landwall-test-{tag}-{}", std::process::id()));
+        let inner = outer.join("inner");
+        let _stale = fs::remove_dir(&inner);
+        let _stale = fs::remove_dir(&outer);
+        fs::create_dir(&outer).unwrap_or_else(|e| {
+            panic!(
+                "cannot set up a cgroup without the memory controller: making {}: {e}",
+                outer.display()
+            )
+        });
+        let made = Memoryless {
+            outer: outer.clone(),
+            inner: inner.clone(),
+        };
+        fs::create_dir(&inner).unwrap_or_else(|e| {
+            panic!(
+                "cannot set up a cgroup without the memory controller: making {}: {e}",
+                inner.display()
+            )
+        });
+        let controllers =
+            fs::read_to_string(inner.join("cgroup.controllers")).expect("cgroup.controllers");
+        assert!(
+            !controllers.split_whitespace().any(|c| c == "memory"),
+            "{} still offers the memory controller ({controllers:?}): the test's precondition does not hold",
+            inner.display()
+        );
+        Some(made)
+    }
+
+    /// `landwall-drain --once` for `d`, started inside `inner` (`sh -c 'echo $$ >
+    /// inner/cgroup.procs && exec landwall-drain …'`), or as ever without a cgroup v2.
+    fn once(m: Option<&Memoryless>, d: &Drain) -> Command {
+        let mut c = d.drain();
+        c.arg("--once");
+        let Some(m) = m else {
+            return c;
+        };
+        let mut wrapped = Command::new("sh");
+        d.sb.clean_env(&mut wrapped);
+        wrapped
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > '{}/cgroup.procs' && exec \"$@\"",
+                m.inner.display()
+            ))
+            .arg("sh")
+            .arg(c.get_program())
+            .args(c.get_args())
+            .current_dir(&d.sb.root);
+        wrapped
+    }
+}
+
+impl Drop for Memoryless {
+    fn drop(&mut self) {
+        // The daemon's leaf and any job cgroup it left, then ours.
+        if let Ok(entries) = fs::read_dir(&self.inner) {
+            for e in entries.flatten() {
+                if e.path().is_dir() {
+                    let _gone = fs::remove_dir(e.path());
+                }
+            }
+        }
+        let _gone = fs::remove_dir(&self.inner);
+        let _gone = fs::remove_dir(&self.outer);
+    }
+}
+
 #[test]
-fn a_memory_cap_stops_a_job_that_allocates_past_it() {
-    // No memory controller on this machine's cgroup v2 (or none at all for a user's daemon):
-    // the cap is RLIMIT_DATA. (memory.max is shown in the guests of `make test-kernels`.)
+fn a_memory_cap_without_a_memory_controller_is_refused() {
+    // The review: under RLIMIT_DATA (the old fallback) a job capped at 64M held 512M of
+    // shared memory. Without a memory.max for it, a capped job is not started at all.
     let d = Drain::new("drain-memory");
     let wt = d.wt("w");
-    let alloc = [
-        "python3",
-        "-c",
-        "b = bytearray(256 << 20); print('allocated')",
-    ];
-    let capped = d.submit(&wt, &["--memory", "64M"], &alloc);
-    let roomy = d.submit(&wt, &["--memory", "1G"], &alloc);
-    let next = d.submit_sh(&wt, "echo next-ran");
-    d.once();
-    let (state, _) = d.expect_result(&capped);
-    assert_eq!(state, "failed", "{}", d.log_of(&capped));
-    assert!(
-        d.log_of(&capped).contains("MemoryError"),
-        "{}",
-        d.log_of(&capped)
+    let nomem = Memoryless::new("nomem");
+    let capped = d.submit(
+        &wt,
+        &["--memory", "64M"],
+        &["sh", "-c", "echo ran > capped-marker"],
     );
-    assert_eq!(d.expect_result(&roomy).0, "done", "{}", d.log_of(&roomy));
-    assert!(d.log_of(&roomy).contains("allocated"));
-    assert_eq!(d.expect_result(&next).0, "done");
+    let uncapped = d.submit_sh(&wt, "echo ran > uncapped-marker");
+    let next = d.submit_sh(&wt, "echo next-ran");
+    let out = run(&mut Memoryless::once(nomem.as_ref(), &d));
+    assert!(out.status.success(), "--once: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("jobs with a memory cap refused"),
+        "the line at start says memory caps are refused: {err}"
+    );
+    if let Some(m) = &nomem {
+        assert!(
+            err.contains(&format!("under {}", m.inner.display())),
+            "the daemon used the cgroup without memory: {err}"
+        );
+    }
+    let (state, r) = d.expect_result(&capped);
+    assert_eq!(state, "failed", "{}", d.log_of(&capped));
+    let reason = r.get("reason").cloned().unwrap_or_default();
+    assert!(
+        reason.starts_with("refused: its memory cap 64M cannot hold on this host: ")
+            && reason.contains("no memory.max")
+            && reason.contains("enable the memory controller")
+            && !reason.contains('\n'),
+        "{reason}"
+    );
+    assert_eq!(r.get("exit_code"), None, "never started: {r:?}");
+    assert!(!wt.join("capped-marker").exists(), "the capped job ran");
+    assert_eq!(
+        d.expect_result(&uncapped).0,
+        "done",
+        "{}",
+        d.log_of(&uncapped)
+    );
+    assert!(wt.join("uncapped-marker").exists());
+    assert_eq!(d.expect_result(&next).0, "done", "{}", d.log_of(&next));
+
+    // A memory_max (every job's cap) that cannot hold stops the daemon: one line, 78,
+    // the queue untouched.
+    fs::write(
+        d.config_path(),
+        format!(
+            "{}memory_max = \"64M\"\n",
+            fs::read_to_string(d.config_path()).expect("config")
+        ),
+    )
+    .expect("config");
+    let queued = d.submit_sh(&wt, "echo ran > config-marker");
+    let out = run(&mut Memoryless::once(nomem.as_ref(), &d));
+    assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("memory_max")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("`memory_max` = 64M") && lines[0].contains("remove `memory_max`"),
+        "{err}"
+    );
+    assert!(d.dir("queue").join(format!("{queued}.toml")).exists());
+    assert!(!wt.join("config-marker").exists());
+    drop(nomem);
+}
+
+/// The device number of a path as the host (this test) sees it.
+fn host_dev(path: &str) -> u64 {
+    fs::metadata(path).expect(path).dev()
+}
+
+#[test]
+fn each_job_has_its_own_tmp_and_dev_shm_gone_with_it() {
+    let d = Drain::new("drain-tmp");
+    let wt = d.wt("w");
+    let tag = format!("lw-drain-tmp-{}", std::process::id());
+    // Device numbers as the job sees them, its files, and a listing.
+    let writer = d.submit_sh(
+        &wt,
+        &format!(
+            "stat -c 'dev %n %d' /tmp /dev/shm; stat -c 'mode %n %a' /tmp /dev/shm; stat -f -c 'fs %n %T' /tmp /dev/shm; \
+             echo job > /tmp/{tag}; head -c 8M /dev/zero > /dev/shm/{tag}; \
+             echo wrote=$? size=$(wc -c < /dev/shm/{tag}); sqlite3 /tmp/{tag}.db 'create table t(x)' 2>/dev/null; ls /tmp"
+        ),
+    );
+    let reader = d.submit_sh(
+        &wt,
+        "echo tmp:; ls -A /tmp; echo shm:; ls -A /dev/shm; echo end",
+    );
+    d.once();
+    let log = d.log_of(&writer);
+    assert_eq!(d.expect_result(&writer).0, "done", "{log}");
+    assert!(log.contains(&format!("wrote=0 size={}", 8 << 20)), "{log}");
+    for (place, host) in [
+        ("/tmp", host_dev("/tmp")),
+        ("/dev/shm", host_dev("/dev/shm")),
+    ] {
+        let seen: u64 = log
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("dev {place} ")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no device of {place} in the job's log: {log}"));
+        assert_ne!(seen, host, "the job's {place} is the host's: {log}");
+        assert!(log.contains(&format!("mode {place} 1777")), "{log}");
+        assert!(log.contains(&format!("fs {place} tmpfs")), "{log}");
+        // Nothing of it on the host.
+        assert!(
+            !Path::new(place).join(&tag).exists(),
+            "{place}/{tag} is on the host after the job"
+        );
+    }
+    assert!(!Path::new("/tmp").join(format!("{tag}.db")).exists());
+    // The next job sees none of it.
+    let listed = d.log_of(&reader);
+    assert_eq!(d.expect_result(&reader).0, "done", "{listed}");
+    assert!(
+        listed.contains("tmp:\nshm:\nend"),
+        "the next job's /tmp and /dev/shm are empty: {listed}"
+    );
+
+    // Control: the same write from outside the job's namespace lands on the host, and the
+    // host's /tmp and /dev/shm are other file systems than the job's (above), so the
+    // checks above could fail.
+    for place in ["/tmp", "/dev/shm"] {
+        let p = Path::new(place).join(&tag);
+        fs::write(&p, "control").expect("control write");
+        assert!(p.exists());
+        fs::remove_file(&p).expect("control remove");
+    }
+
+    // A walled daemon's jobs get no namespace (mounts are refused inside its wall): the
+    // job's log says that /tmp is the host's, and the file does land there.
+    let walled = d.submit_sh(&wt, &format!("echo walled > /tmp/{tag}-walled"));
+    let mut c = d.drain();
+    c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
+    let out = run(&mut c);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = d.log_of(&walled);
+    let host_file = Path::new("/tmp").join(format!("{tag}-walled"));
+    let landed = host_file.exists();
+    let _cleanup = fs::remove_file(&host_file);
+    assert_eq!(d.expect_result(&walled).0, "done", "{log}");
+    assert!(
+        log.contains("/tmp and /dev/shm are the host's"),
+        "the job's log says it has no private /tmp: {log}"
+    );
+    assert!(
+        landed,
+        "without the namespace the write lands on the host: {log}"
+    );
+}
+
+#[test]
+fn a_job_writing_past_its_tmp_size_gets_enospc() {
+    let d = Drain::new("drain-tmp-size");
+    let wt = d.wt("w");
+    fs::write(
+        d.config_path(),
+        format!(
+            "{}tmp_size = \"4M\"\n",
+            fs::read_to_string(d.config_path()).expect("config")
+        ),
+    )
+    .expect("config");
+    let tag = format!("lw-drain-big-{}", std::process::id());
+    let before = nix::sys::statvfs::statvfs("/dev/shm").expect("statvfs");
+    let id = d.submit_sh(
+        &wt,
+        &format!(
+            "for p in /tmp /dev/shm; do head -c 8M /dev/zero > $p/{tag}; echo \"$p rc=$? size=$(wc -c < $p/{tag})\"; done; df -k /tmp /dev/shm"
+        ),
+    );
+    d.once();
+    let log = d.log_of(&id);
+    assert_eq!(d.expect_result(&id).0, "done", "{log}");
+    for place in ["/tmp", "/dev/shm"] {
+        let line = log
+            .lines()
+            .find(|l| l.starts_with(&format!("{place} rc=")))
+            .unwrap_or_else(|| panic!("no line for {place}: {log}"));
+        let size: u64 = line
+            .rsplit_once("size=")
+            .and_then(|(_, n)| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            !line.contains("rc=0") && size <= 4 << 20,
+            "a write past 4M must fail short: {line}\n{log}"
+        );
+        assert!(
+            !Path::new(place).join(&tag).exists(),
+            "{place}/{tag} on the host"
+        );
+    }
+    assert!(log.contains("No space left on device"), "{log}");
+    // Control: the host's /dev/shm had room for it (the cap, not the host, stopped it).
+    assert!(
+        before.blocks_available() * before.fragment_size() > 16 << 20,
+        "the host's /dev/shm is too small for the test to mean anything"
+    );
 }
 
 #[test]
@@ -1934,18 +2198,24 @@ fn a_job_asking_for_more_than_the_maximum_is_refused() {
     fs::write(
         d.config_path(),
         format!(
-            "{}memory_max = \"128M\"\n",
+            "{}log_max = \"128M\"\n",
             fs::read_to_string(d.config_path()).expect("config")
         ),
     )
     .expect("config");
-    let id = d.submit(&wt, &["--memory", "1G"], &["sh", "-c", "echo ran > marker"]);
+    // The log cap: a memory_max would stop the daemon on a host without the memory
+    // controller (a_memory_cap_without_a_memory_controller_is_refused).
+    let id = d.submit(
+        &wt,
+        &["--log-max", "1G"],
+        &["sh", "-c", "echo ran > marker"],
+    );
     d.once();
     let (state, r) = d.expect_result(&id);
     assert_eq!(state, "failed");
     let reason = r.get("reason").cloned().unwrap_or_default();
     assert!(
-        reason.contains("`memory` = 1G") && reason.contains("128M"),
+        reason.contains("`log` = 1G") && reason.contains("128M"),
         "{reason}"
     );
     assert!(!wt.join("marker").exists());

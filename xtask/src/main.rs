@@ -238,7 +238,7 @@ fn drain_page() -> io::Result<Vec<u8>> {
         &mut r,
         "FILES",
         &[
-            ("/etc/landwall/landwall.toml", "The configuration; the [drain] section sets the spool, the worktree roots, the grace period, the accepted job owners, the number of jobs at once and each job's caps (memory_max, tasks_max, cpu_max, log_max)."),
+            ("/etc/landwall/landwall.toml", "The configuration; the [drain] section sets the spool, the worktree roots, the grace period, the accepted job owners, the number of jobs at once and each job's caps (memory_max, tasks_max, cpu_max, log_max) and the size of its own /tmp and /dev/shm (tmp_size)."),
             ("/var/spool/landwall", "The default spool: queue/, running/, done/, failed/, logs/, tmp/ and the lock."),
             ("/usr/lib/systemd/system/landwall-drain.service", "The packaged unit (Type=notify, user landwall, shipped disabled): systemctl enable --now landwall-drain. Worktree roots outside the spool need ReadWritePaths= in a drop-in (systemctl edit landwall-drain). Delegate=yes gives the daemon its cgroup subtree, where each job gets a cgroup of its own."),
             ("/etc/landwall/drain.env", "The unit's environment; sets LANDWALL_DRAIN_SANDBOX=1, so the packaged daemon walls itself in."),
