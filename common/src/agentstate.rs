@@ -352,6 +352,102 @@ pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
         .collect())
 }
 
+/// The strings under the command-bearing keys of the state file `path` (Claude Code's
+/// settings, Codex's `config.toml` and `hooks.json`, OpenCode's configuration): the commands
+/// it names, as written. None where it is absent or cannot be parsed (what the agent then
+/// runs is nothing the file names).
+fn command_strings(path: &Path) -> Vec<String> {
+    fn collect_json(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|x| collect_json(x, out)),
+            Value::Object(o) => o.values().for_each(|x| collect_json(x, out)),
+            _ => {}
+        }
+    }
+    fn collect_toml(v: &toml::Value, out: &mut Vec<String>) {
+        match v {
+            toml::Value::String(s) => out.push(s.clone()),
+            toml::Value::Array(a) => a.iter().for_each(|x| collect_toml(x, out)),
+            toml::Value::Table(t) => t.values().for_each(|x| collect_toml(x, out)),
+            _ => {}
+        }
+    }
+    let Ok(text) = std::fs::File::open(path).and_then(read_bounded) else {
+        return Vec::new();
+    };
+    let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+    let mut out = Vec::new();
+    if name == "config.toml" {
+        let Some(t) = std::str::from_utf8(&text)
+            .ok()
+            .and_then(|t| toml::from_str::<toml::Table>(t).ok())
+        else {
+            return out;
+        };
+        for k in CODEX {
+            if let Some(v) = t.get(*k) {
+                collect_toml(v, &mut out);
+            }
+        }
+        return out;
+    }
+    let keys: &[&str] = match name {
+        "settings.json" => CLAUDE_SETTINGS,
+        "hooks.json" => &["hooks"],
+        n if n.ends_with(".json") || n.ends_with(".jsonc") => OPENCODE,
+        _ => return out,
+    };
+    if let Ok(v) = serde_json::from_slice::<Value>(&text) {
+        for k in keys {
+            if let Some(x) = v.get(*k) {
+                collect_json(x, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// The absolute paths under `home` that the commands of the state file `path` name: each
+/// word of each command (split at blanks, quotes and shell operators) that is a path, with
+/// `~/`, `$HOME/` and `${HOME}/` read as `home`, and `$CLAUDE_CONFIG_DIR/` as `~/.claude`.
+/// A word with a `..` component is not followed. A program such a command runs from a
+/// directory the agent may write would run the agent's code (`~/.claude/statusline.sh`).
+pub fn named_paths(path: &Path, home: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for command in command_strings(path) {
+        for word in command.split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '\'' | '"' | ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`' | '='
+                )
+        }) {
+            let expanded = [
+                ("~/", home.to_path_buf()),
+                ("$HOME/", home.to_path_buf()),
+                ("${HOME}/", home.to_path_buf()),
+                ("$CLAUDE_CONFIG_DIR/", home.join(".claude")),
+                ("${CLAUDE_CONFIG_DIR}/", home.join(".claude")),
+            ]
+            .iter()
+            .find_map(|(prefix, base)| word.strip_prefix(prefix).map(|rest| base.join(rest)))
+            .or_else(|| word.starts_with('/').then(|| PathBuf::from(word)));
+            let Some(p) = expanded else { continue };
+            if p.starts_with(home)
+                && p != home
+                && !p
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+                && !out.contains(&p)
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,5 +513,35 @@ mod tests {
             Guarded::SetAside(_)
         ));
         assert!(!cfg.join(NAME).exists());
+    }
+
+    #[test]
+    fn commands_name_paths_in_the_home() {
+        let d = crate::testutil::Scratch::new("named");
+        let home = d.0.join("home");
+        std::fs::create_dir_all(home.join(".claude")).expect("mkdir");
+        let settings = home.join(".claude/settings.json");
+        std::fs::write(
+            &settings,
+            r#"{"statusLine": {"type": "command", "command": "bash ~/.claude/statusline.sh"},
+               "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "\"$CLAUDE_CONFIG_DIR/hooks/a.sh\" && /usr/bin/true; ${HOME}/bin/x --f=/etc/y ../z ~/../w"}]}]},
+               "model": "~/.not-a-command"}"#,
+        )
+        .expect("write");
+        assert_eq!(
+            named_paths(&settings, &home),
+            vec![
+                home.join(".claude/hooks/a.sh"),
+                home.join("bin/x"),
+                home.join(".claude/statusline.sh"),
+            ]
+        );
+        let toml = home.join("config.toml");
+        std::fs::write(
+            &toml,
+            "notify = [\"sh\", \"~/.codex/n.sh\"]\nmodel = \"~/m\"\n",
+        )
+        .expect("write");
+        assert_eq!(named_paths(&toml, &home), vec![home.join(".codex/n.sh")]);
     }
 }

@@ -992,11 +992,56 @@ pub fn agent_state(
         let sub = Path::new(name).to_string_lossy().into_owned();
         walk(p, &base, &sub, &named, Cow::Borrowed(code.reason))?;
         if !bases.contains(&base) && base.is_dir() {
-            bases.push(base);
+            bases.push(base.clone());
+        }
+        // What its commands run from where the agent may write (`~/.claude/statusline.sh`).
+        for program in crate::agentstate::named_paths(&base.join(name), home) {
+            let Ok(rel) = program.strip_prefix(home) else {
+                continue;
+            };
+            let named = format!("{HOME_PREFIX}{}", rel.display());
+            let removed = changes
+                .iter()
+                .any(|c| matches!(c, Change::Remove(r) if *r == named));
+            let Some(top) = writable_top(&program, writable).filter(|_| !removed) else {
+                continue;
+            };
+            let Ok(sub) = program.strip_prefix(&top) else {
+                continue;
+            };
+            let sub = sub.to_string_lossy().into_owned();
+            walk(
+                p,
+                &top,
+                &sub,
+                &named,
+                Cow::Borrowed(
+                    "a program a command in an agent's configuration names: the agent, and the agent run without the shim, runs it",
+                ),
+            )?;
+            if !bases.contains(&top) {
+                bases.push(top);
+            }
         }
     }
     normalize(p);
     Ok(bases)
+}
+
+/// The highest directory above `path` that `writable` says the agent may write, with every
+/// one between: where a walk to hold `path` starts. `None` if the agent may not write where
+/// `path` lies.
+fn writable_top(path: &Path, writable: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
+    let mut top = None;
+    let mut at = path.parent()?;
+    while writable(at) {
+        top = Some(at.to_path_buf());
+        match at.parent() {
+            Some(up) if !up.as_os_str().is_empty() => at = up,
+            _ => break,
+        }
+    }
+    top.filter(|t| t.is_dir())
 }
 
 /// Holds in place each of `bases` (the worktree's top level, its git dirs outside it, the

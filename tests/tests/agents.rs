@@ -808,8 +808,27 @@ fn works_under_strict_home(agent: Agent) {
 
 /// The file of the agent's state that names commands it runs, and a shell command that
 /// plants one there: a hook, an MCP server, each running `touch <marker>`.
-fn plant(agent: Agent, sb: &Sandbox, marker: &Path) -> (PathBuf, String) {
+fn plant(agent: Agent, sb: &Sandbox, marker: &Path, script: bool) -> (PathBuf, String) {
     let m = marker.display();
+    if script {
+        // The user's own hook runs a script kept in the state directory: the agent rewrites
+        // the script, not the settings.
+        let hooks = sb.home().join(".claude/hooks");
+        fs::create_dir_all(&hooks).expect("mkdir ~/.claude/hooks");
+        fs::write(hooks.join("start.sh"), "true\n").expect("write start.sh");
+        let hook =
+            json!([{"hooks": [{"type": "command", "command": "sh ~/.claude/hooks/start.sh"}]}]);
+        let settings = json!({"hooks": {"SessionStart": hook, "UserPromptSubmit": hook}});
+        fs::write(
+            sb.home().join(".claude/settings.json"),
+            settings.to_string(),
+        )
+        .expect("write settings.json");
+        return (
+            hooks.join("start.sh"),
+            format!("echo 'touch {m}' >> ~/.claude/hooks/start.sh"),
+        );
+    }
     match agent {
         Agent::Claude => {
             let hook = json!([{"hooks": [{"type": "command", "command": format!("touch {m}")}]}]);
@@ -839,16 +858,17 @@ fn plant(agent: Agent, sb: &Sandbox, marker: &Path) -> (PathBuf, String) {
 /// the next walled launch in another project nor in the agent started there without the
 /// shim: the file was never writable behind the wall. `walled: false` is the control: the
 /// same plant made without the shim lands and runs in the other project.
-fn state_plant(agent: Agent, walled: bool) {
+fn state_plant(agent: Agent, walled: bool, script: bool) {
     let cli = cli_bin_dir(agent);
     let tag = if walled { "walled" } else { "control" };
-    let sb = Sandbox::new(&format!("agent-{}-plant-{tag}", agent.name()));
+    let what = if script { "script" } else { "plant" };
+    let sb = Sandbox::new(&format!("agent-{}-{what}-{tag}", agent.name()));
     init_repo(&sb);
     let other = sb.root.join("other");
     fs::create_dir_all(&other).expect("mkdir other");
     sb.git(&other, &["init", "-q"]);
     let marker = other.join("planted-ran");
-    let (file, command) = plant(agent, &sb, &marker);
+    let (file, command) = plant(agent, &sb, &marker, script);
     let first = if walled { Wall::Shim } else { Wall::None };
     let server = ModelServer::start(&sb, "plant", vec![shell(&command)]);
     let cmd = agent_command(
@@ -906,32 +926,42 @@ fn state_plant(agent: Agent, walled: bool) {
 
 #[test]
 fn claude_settings_planted_in_one_project_run_nowhere() {
-    state_plant(Agent::Claude, true);
+    state_plant(Agent::Claude, true, false);
 }
 
 #[test]
 fn claude_settings_planted_without_the_shim_run_in_another_project() {
-    state_plant(Agent::Claude, false);
+    state_plant(Agent::Claude, false, false);
+}
+
+#[test]
+fn a_script_claude_settings_name_rewritten_in_one_project_runs_nowhere() {
+    state_plant(Agent::Claude, true, true);
+}
+
+#[test]
+fn a_script_claude_settings_name_rewritten_without_the_shim_runs_in_another_project() {
+    state_plant(Agent::Claude, false, true);
 }
 
 #[test]
 fn codex_config_planted_in_one_project_runs_nowhere() {
-    state_plant(Agent::Codex, true);
+    state_plant(Agent::Codex, true, false);
 }
 
 #[test]
 fn codex_config_planted_without_the_shim_runs_in_another_project() {
-    state_plant(Agent::Codex, false);
+    state_plant(Agent::Codex, false, false);
 }
 
 #[test]
 fn opencode_config_planted_in_one_project_runs_nowhere() {
-    state_plant(Agent::OpenCode, true);
+    state_plant(Agent::OpenCode, true, false);
 }
 
 #[test]
 fn opencode_config_planted_without_the_shim_runs_in_another_project() {
-    state_plant(Agent::OpenCode, false);
+    state_plant(Agent::OpenCode, false, false);
 }
 
 #[test]
