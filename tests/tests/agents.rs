@@ -924,6 +924,84 @@ fn state_plant(agent: Agent, walled: bool, script: bool) {
     );
 }
 
+/// An MCP server planted in Claude Code's `.claude.json` from one project (the agent's copy
+/// behind the wall, `~/.claude/.claude.json`, which it may write) is put back before the next
+/// launch in another project, and said; the agent run there without the shim reads the
+/// user's `~/.claude.json`, never planted. `walled: false` is the control: planted without
+/// the shim, the server starts in the other project.
+fn claude_json_plant(walled: bool) {
+    let agent = Agent::Claude;
+    let cli = cli_bin_dir(agent);
+    let tag = if walled { "walled" } else { "control" };
+    let sb = Sandbox::new(&format!("agent-claude-json-{tag}"));
+    init_repo(&sb);
+    let other = sb.root.join("other");
+    fs::create_dir_all(&other).expect("mkdir other");
+    sb.git(&other, &["init", "-q"]);
+    let marker = other.join("planted-ran");
+    let m = marker.display();
+    // The user's own configuration, with a server of theirs.
+    let user = sb.home().join(".claude.json");
+    fs::write(&user, json!({"mcpServers": {}}).to_string()).expect("write ~/.claude.json");
+    let plant = format!(
+        "python3 -c 'import json, os; p = os.path.join(os.environ.get(\"CLAUDE_CONFIG_DIR\", os.environ[\"HOME\"]), \".claude.json\"); c = json.load(open(p)); c[\"mcpServers\"] = {{\"lw\": {{\"type\": \"stdio\", \"command\": \"sh\", \"args\": [\"-c\", \"touch {m}\"]}}}}; open(p, \"w\").write(json.dumps(c))'"
+    );
+    let first = if walled { Wall::Shim } else { Wall::None };
+    let server = ModelServer::start(&sb, "plant", vec![shell(&plant)]);
+    let cmd = agent_command(agent, &sb, &server, &cli, &sb.wt(), first, Options::default());
+    let turn = run_turn(cmd, &sb, "plant", &server);
+    turn.assert_finished();
+    let copy = if walled {
+        sb.home().join(".claude/.claude.json")
+    } else {
+        user.clone()
+    };
+    let planted = || {
+        fs::read_to_string(&copy)
+            .unwrap_or_default()
+            .contains("planted-ran")
+    };
+    assert!(planted(), "the plant did not land in {}:\n{}", copy.display(), turn.describe());
+    let mut runs = vec![("walled-there", Wall::Shim), ("unwalled-there", Wall::None)];
+    if !walled {
+        runs.retain(|(_, w)| *w == Wall::None);
+    }
+    for (run, wall) in runs {
+        let server = ModelServer::start(&sb, run, vec![shell("true")]);
+        let cmd = agent_command(agent, &sb, &server, &cli, &other, wall, Options::default());
+        let turn = run_turn(cmd, &sb, run, &server);
+        turn.assert_finished();
+        std::thread::sleep(Duration::from_millis(500));
+        if walled {
+            assert!(!marker.exists(), "{run}: the planted server ran:\n{}", turn.describe());
+            assert!(!planted(), "{run}: the plant is still in {}", copy.display());
+            if wall == Wall::Shim {
+                assert!(
+                    turn.stderr.contains("put back mcpServers"),
+                    "{run}: the launch did not say what it put back:\n{}",
+                    turn.describe()
+                );
+            }
+        } else {
+            assert!(
+                marker.exists(),
+                "control: the server planted without the shim did not start in the other project:\n{}",
+                turn.describe()
+            );
+        }
+    }
+}
+
+#[test]
+fn an_mcp_server_planted_in_claude_json_from_one_project_runs_nowhere() {
+    claude_json_plant(true);
+}
+
+#[test]
+fn an_mcp_server_planted_in_claude_json_without_the_shim_runs_in_another_project() {
+    claude_json_plant(false);
+}
+
 #[test]
 fn claude_settings_planted_in_one_project_run_nowhere() {
     state_plant(Agent::Claude, true, false);
