@@ -68,6 +68,25 @@ impl Exec {
         })
     }
 
+    /// This exec with `name` set to `value` (replaced where it is set).
+    pub fn with_var(&self, name: &str, value: &OsStr) -> Result<Exec, Error> {
+        let mut kv = format!("{name}=").into_bytes();
+        kv.extend_from_slice(value.as_bytes());
+        let kv = CString::new(kv).map_err(|_| Error::Exec {
+            path: self.program.clone(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an environment variable contains a NUL byte",
+            ),
+        })?;
+        let mut e = self.clone();
+        let prefix = format!("{name}=");
+        e.envp
+            .retain(|c| !c.as_bytes().starts_with(prefix.as_bytes()));
+        e.envp.push(kv);
+        Ok(e)
+    }
+
     /// The environment as `NAME=value` strings (for tests and `landwall policy`).
     pub fn env(&self) -> impl Iterator<Item = &OsStr> {
         self.envp.iter().map(|c| OsStr::from_bytes(c.as_bytes()))
@@ -153,6 +172,8 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
     let own_pts = policy.terminals == Terminals::Own;
     let mut private_pts = false;
     let tmp = policy.private_tmp;
+    // A drain job whose namespace is refused: its own directory for /tmp and /dev/shm.
+    let mut own_tmp: Option<&Path> = None;
     if policy.quarantine.is_some() || own_pts || !held.is_empty() || tmp.is_some() {
         match kernel.private_namespace(policy.quarantine.as_ref(), held, own_pts, tmp) {
             Ok(pts) => private_pts = pts,
@@ -166,8 +187,13 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
                         lost.push(format!("{what} writable by the agent this time"));
                     }
                     // A drain job's: said in its log, never silent.
-                    if tmp.is_some() {
-                        lost.push("/tmp and /dev/shm are the host's, not a tmpfs of the job's own (what it leaves there outlives it)".to_string());
+                    match (tmp, &policy.own_tmp_dir) {
+                        (Some(_), Some(dir)) => {
+                            own_tmp = Some(dir);
+                            lost.push(format!("/tmp and /dev/shm are not granted: TMPDIR is the job's own directory {}, removed with it, and not size-capped", dir.display()));
+                        }
+                        (Some(_), None) => lost.push("/tmp and /dev/shm are the host's, not a tmpfs of the job's own (what it leaves there outlives it)".to_string()),
+                        _ => {}
                     }
                     kernel.note(&format!(
                         "no private mount namespace here ({e}), so {}; set protect_required = true to refuse to launch instead",
@@ -190,6 +216,18 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
         &narrowed
     } else {
         policy
+    };
+    let (with_tmp, exec_tmp);
+    let (policy, exec) = match own_tmp {
+        Some(dir) => {
+            with_tmp = policy.with_own_tmp(dir);
+            exec_tmp = match exec.with_var("TMPDIR", dir.as_os_str()) {
+                Ok(e) => e,
+                Err(e) => return e,
+            };
+            (&with_tmp, &exec_tmp)
+        }
+        None => (policy, exec),
     };
     if let Err(e) = kernel.drop_capabilities() {
         return Error::Caps(e);
@@ -689,6 +727,30 @@ mod tests {
         let e = wall_and_exec(&mut k, &policy, &exec);
         assert_eq!(k.steps, ["threads", "watch", "ns"]);
         assert_eq!(e.exit_code(), crate::exit::WALL, "{e}");
+    }
+
+    /// Where a drain job's namespace is refused, its own directory takes the place of /tmp
+    /// and /dev/shm in its wall, and is its TMPDIR.
+    #[test]
+    fn a_job_without_a_namespace_gets_its_own_tmp_dir_instead_of_tmp() {
+        let (policy, exec) = fixture();
+        let dir = Path::new("/tmp/landwall-job-1-a-b");
+        let p = policy.with_own_tmp(dir);
+        assert!(p.rules.iter().any(|r| r.path == dir && r.access.writes()));
+        assert!(!p
+            .rules
+            .iter()
+            .any(|r| r.path == Path::new("/tmp") || r.path == Path::new("/dev/shm")));
+        assert!(p.decide(Path::new("/tmp/x")).rule.is_none());
+        let e = exec.with_var("TMPDIR", dir.as_os_str()).expect("no NUL");
+        let tmpdirs: Vec<_> = e
+            .env()
+            .filter(|kv| kv.as_encoded_bytes().starts_with(b"TMPDIR="))
+            .collect();
+        assert_eq!(
+            tmpdirs,
+            [std::ffi::OsStr::new("TMPDIR=/tmp/landwall-job-1-a-b")]
+        );
     }
 
     /// A drain job's private /tmp asks for the namespace before the wall (whose rules then

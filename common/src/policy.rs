@@ -255,6 +255,11 @@ pub struct Policy {
     /// mounted in its namespace before the wall is built ([`crate::ns`]), gone with the
     /// job. `None` (the shim's launches): the host's, which their users expect.
     pub private_tmp: Option<u64>,
+    /// Where a drain job's namespace is refused (a walled daemon, which may not mount; a
+    /// unit that refuses namespaces): a directory of the job's own, made and removed by the
+    /// daemon, granted in place of `/tmp` and `/dev/shm` and given as `TMPDIR`
+    /// ([`Policy::with_own_tmp`]), so that jobs still share nothing there.
+    pub own_tmp_dir: Option<PathBuf>,
 }
 
 /// Which Unix sockets outside the wall the agent may reach (`[unix]`).
@@ -1336,6 +1341,7 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
         terminals: config.terminals,
         unix,
         private_tmp: None,
+        own_tmp_dir: None,
     };
     // The other linked worktrees, under what the agent may write.
     let main = std::mem::take(&mut policy.protection);
@@ -1603,6 +1609,22 @@ impl Policy {
         let mut p = self.clone();
         p.rules
             .retain(|r| !PSEUDO_TERMINALS.iter().any(|t| r.path == Path::new(t)));
+        p
+    }
+
+    /// This policy with `dir` granted in place of `/tmp` and `/dev/shm` (and anything under
+    /// them): a drain job's temporary files where it cannot have a tmpfs of its own.
+    pub fn with_own_tmp(&self, dir: &Path) -> Policy {
+        let mut p = self.clone();
+        p.rules
+            .retain(|r| !(r.path.starts_with("/tmp") || r.path.starts_with("/dev/shm")));
+        p.rules.push(Rule {
+            path: dir.to_path_buf(),
+            access: Access::ReadWrite,
+            is_dir: true,
+            reason: "the job's own temporary directory (TMPDIR), in place of /tmp and /dev/shm"
+                .into(),
+        });
         p
     }
 

@@ -137,6 +137,10 @@ pub struct RunJobArgs {
     /// daemon always says it.
     #[arg(long, value_name = "BYTES", default_value_t = landwall::limits::DEFAULT_TMP_SIZE)]
     pub tmp_size: u64,
+    /// The job's own temporary directory, made by the daemon: granted in place of `/tmp`
+    /// and `/dev/shm`, as `TMPDIR`, where the job's namespace is refused.
+    #[arg(long, value_name = "DIR")]
+    pub tmp_dir: Option<PathBuf>,
     /// RLIMIT_NPROC for the job, where no pids controller caps it.
     #[arg(long, value_name = "N")]
     pub rlimit_nproc: Option<u64>,

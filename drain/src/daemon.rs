@@ -622,6 +622,8 @@ struct Running {
     snapshot: Rc<Snapshot>,
     /// Where it can write that another job's protected paths may lie ([`reach`]).
     reach: Vec<PathBuf>,
+    /// Its own temporary directory ([`own_tmp_dir`]), removed when it ends.
+    tmp_dir: Option<PathBuf>,
 }
 
 impl Running {
@@ -867,7 +869,16 @@ impl Daemon {
         // Nothing of the job runs any more (its keeper ended all of it, its cgroup is
         // empty): what it changed among its worktree's protected paths is put back now, and
         // recorded.
-        let (found, later) = r.snapshot.sweep_first();
+        let (found, mut later) = r.snapshot.sweep_first();
+        // Its own temporary directory goes with what its sweep set aside, off the loop.
+        if let Some(dir) = r.tmp_dir.take() {
+            if let Err(e) = later.add_dir(&dir) {
+                log::warn!(
+                    "job {id}: its temporary directory {} is left: {e}",
+                    printable(&dir.display().to_string())
+                );
+            }
+        }
         if !later.is_empty() {
             let removal = Removal::start(id.clone(), r.reach.clone(), later, &self.wake.removed_w)
                 .map_err(io_err("starting a removal"))?;
@@ -1231,11 +1242,25 @@ impl Daemon {
             })?),
             None => None,
         };
-        match self.spawn_runner(id, spec, worktree, caps, cgroup.clone(), snapshot) {
+        let tmp_dir = own_tmp_dir(id).map_err(|e| {
+            io::Error::new(e.kind(), format!("making its own temporary directory: {e}"))
+        })?;
+        match self.spawn_runner(
+            id,
+            spec,
+            worktree,
+            caps,
+            (cgroup.clone(), &tmp_dir),
+            snapshot,
+        ) {
             Ok(r) => Ok(r),
             Err(e) => {
                 if let Some(dir) = &cgroup {
                     cgroup::end(dir);
+                }
+                // Nothing ran in it.
+                if let Err(e) = std::fs::remove_dir(&tmp_dir) {
+                    log::warn!("job {id}: removing its temporary directory: {e}");
                 }
                 Err(e)
             }
@@ -1248,7 +1273,7 @@ impl Daemon {
         spec: &JobSpec,
         worktree: &Path,
         caps: &JobCaps,
-        cgroup: Option<PathBuf>,
+        (cgroup, tmp_dir): (Option<PathBuf>, &Path),
         snapshot: Rc<Snapshot>,
     ) -> io::Result<Running> {
         let log = OpenOptions::new()
@@ -1280,7 +1305,9 @@ impl Daemon {
             cmd.arg("--log-max").arg(l.to_string());
         }
         cmd.arg("--tmp-size")
-            .arg(limits::tmp_size(self.live.tmp_size, caps).to_string());
+            .arg(limits::tmp_size(self.live.tmp_size, caps).to_string())
+            .arg("--tmp-dir")
+            .arg(tmp_dir);
         // Tasks no controller caps, an rlimit does where it can: RLIMIT_NPROC, which counts
         // every process of the daemon's user and does not hold for root. (Memory has no such
         // fallback: RLIMIT_DATA passes shared memory and tmpfs, so a memory cap without
@@ -1324,6 +1351,7 @@ impl Daemon {
             caps: *caps,
             reach: reach(worktree),
             snapshot,
+            tmp_dir: Some(tmp_dir.to_path_buf()),
         };
         if let Err(e) = spool::write_run_record(&self.spool, id, &record) {
             // Without it a dead daemon's successor cannot kill this job's leftovers; the
@@ -1332,6 +1360,32 @@ impl Daemon {
         }
         Ok(running)
     }
+}
+
+/// Where each job's own temporary directory is made: `/tmp`, which every daemon may write
+/// (its own wall grants it; a unit's `PrivateTmp=` makes it the service's).
+const TMP_PARENT: &str = "/tmp";
+
+/// Makes job `id`'s own temporary directory, `/tmp/landwall-job-<daemon pid>-<id>-<random>`,
+/// owner-only: granted to the job in place of `/tmp` and `/dev/shm` where it can have no
+/// tmpfs of its own (its namespace refused), so that jobs share nothing there. `mkdir` in the
+/// sticky `/tmp` under a name no one can guess, then checked (a plain directory of ours).
+fn own_tmp_dir(id: &str) -> io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = Path::new(TMP_PARENT).join(format!(
+        "landwall-job-{}-{id}-{:016x}",
+        std::process::id(),
+        landwall::random_u64(0)
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory of this daemon's",
+            dir.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// The one line that stops the daemon (or a reload) when the configuration gives every job

@@ -176,6 +176,7 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
     // A /tmp and /dev/shm of the job's own, size-capped and gone with it: what a job leaves
     // in the host's outlives it, and counts against nothing of its own once it has ended.
     policy.private_tmp = Some(args.tmp_size);
+    policy.own_tmp_dir = args.tmp_dir.clone();
     if !args.env.is_empty() {
         let mut allow = config.env_allow.clone();
         allow.extend(config.agent(&args.agent).env_allow.iter().cloned());

@@ -284,6 +284,23 @@ struct Aside {
 pub struct Later(Vec<Aside>);
 
 impl Later {
+    /// Adds the directory `path` with all it holds (a job's own temporary directory,
+    /// once nothing of the job runs): its parent opened with no link on the way.
+    pub fn add_dir(&mut self, path: &Path) -> std::io::Result<()> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        let parent = std::ffi::CString::new(parent.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        let dir =
+            landwall::sys::open_no_symlinks(None, &parent, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        self.0.push(Aside {
+            dir,
+            name: name.to_os_string(),
+        });
+        Ok(())
+    }
+
     /// Whether there is nothing to remove.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -948,7 +948,15 @@ fn claude_json_plant(walled: bool) {
     );
     let first = if walled { Wall::Shim } else { Wall::None };
     let server = ModelServer::start(&sb, "plant", vec![shell(&plant)]);
-    let cmd = agent_command(agent, &sb, &server, &cli, &sb.wt(), first, Options::default());
+    let cmd = agent_command(
+        agent,
+        &sb,
+        &server,
+        &cli,
+        &sb.wt(),
+        first,
+        Options::default(),
+    );
     let turn = run_turn(cmd, &sb, "plant", &server);
     turn.assert_finished();
     let copy = if walled {
@@ -961,7 +969,12 @@ fn claude_json_plant(walled: bool) {
             .unwrap_or_default()
             .contains("planted-ran")
     };
-    assert!(planted(), "the plant did not land in {}:\n{}", copy.display(), turn.describe());
+    assert!(
+        planted(),
+        "the plant did not land in {}:\n{}",
+        copy.display(),
+        turn.describe()
+    );
     let mut runs = vec![("walled-there", Wall::Shim), ("unwalled-there", Wall::None)];
     if !walled {
         runs.retain(|(_, w)| *w == Wall::None);
@@ -973,8 +986,16 @@ fn claude_json_plant(walled: bool) {
         turn.assert_finished();
         std::thread::sleep(Duration::from_millis(500));
         if walled {
-            assert!(!marker.exists(), "{run}: the planted server ran:\n{}", turn.describe());
-            assert!(!planted(), "{run}: the plant is still in {}", copy.display());
+            assert!(
+                !marker.exists(),
+                "{run}: the planted server ran:\n{}",
+                turn.describe()
+            );
+            assert!(
+                !planted(),
+                "{run}: the plant is still in {}",
+                copy.display()
+            );
             if wall == Wall::Shim {
                 assert!(
                     turn.stderr.contains("put back mcpServers"),

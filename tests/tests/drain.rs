@@ -2120,25 +2120,70 @@ fn each_job_has_its_own_tmp_and_dev_shm_gone_with_it() {
         fs::remove_file(&p).expect("control remove");
     }
 
-    // A walled daemon's jobs get no namespace (mounts are refused inside its wall): the
-    // job's log says that /tmp is the host's, and the file does land there.
-    let walled = d.submit_sh(&wt, &format!("echo walled > /tmp/{tag}-walled"));
+    // A walled daemon's jobs get no namespace (mounts are refused inside its wall): each
+    // gets a directory of its own as TMPDIR instead, and neither /tmp nor /dev/shm. The
+    // first job's files are gone after it, and the next sees nothing of them.
+    let walled = d.submit_sh(
+        &wt,
+        &format!(
+            "echo tmpdir=$TMPDIR; echo walled > /tmp/{tag}-walled; echo tmp=$?; \
+             echo walled > /dev/shm/{tag}-walled; echo shm=$?; \
+             echo own > $TMPDIR/{tag}-own && echo own=ok"
+        ),
+    );
+    let next = d.submit_sh(
+        &wt,
+        &format!("echo tmpdir=$TMPDIR; ls -A $TMPDIR; ls /tmp/landwall-job-*/{tag}-own; echo end"),
+    );
     let mut c = d.drain();
     c.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
     let out = run(&mut c);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = d.log_of(&walled);
-    let host_file = Path::new("/tmp").join(format!("{tag}-walled"));
-    let landed = host_file.exists();
-    let _cleanup = fs::remove_file(&host_file);
     assert_eq!(d.expect_result(&walled).0, "done", "{log}");
+    for place in ["/tmp", "/dev/shm"] {
+        let host_file = Path::new(place).join(format!("{tag}-walled"));
+        let landed = host_file.exists();
+        let _cleanup = fs::remove_file(&host_file);
+        assert!(!landed, "the walled daemon's job wrote {place}: {log}");
+    }
+    assert!(!log.contains("tmp=0") && !log.contains("shm=0"), "{log}");
     assert!(
-        log.contains("/tmp and /dev/shm are the host's"),
-        "the job's log says it has no private /tmp: {log}"
+        log.contains("own=ok"),
+        "the job's own TMPDIR is writable: {log}"
+    );
+    let own = log
+        .lines()
+        .find_map(|l| l.strip_prefix("tmpdir="))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no TMPDIR in the log: {log}"));
+    assert!(
+        own.starts_with("/tmp")
+            && own
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("landwall-job-")),
+        "{log}"
     );
     assert!(
-        landed,
-        "without the namespace the write lands on the host: {log}"
+        log.contains("TMPDIR is the job's own directory"),
+        "the job's log says it has no tmpfs of its own: {log}"
+    );
+    assert!(
+        !own.exists(),
+        "the job's own directory outlived it: {}",
+        own.display()
+    );
+    let listed = d.log_of(&next);
+    assert_eq!(d.expect_result(&next).0, "done", "{listed}");
+    let theirs = listed
+        .lines()
+        .find_map(|l| l.strip_prefix("tmpdir="))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no TMPDIR in the log: {listed}"));
+    assert_ne!(theirs, own, "two jobs shared a TMPDIR");
+    assert!(
+        !listed.contains(&format!("{tag}-own\n")) && listed.contains("end"),
+        "the next job saw the first one's file: {listed}"
     );
 }
 
