@@ -47,6 +47,10 @@ const MAX_BYTES: u64 = 64 << 20;
 /// The file's name in Claude Code's configuration directory (or `$HOME`).
 pub const NAME: &str = ".claude.json";
 
+/// The older name Claude Code reads first, in its configuration directory, where it exists
+/// (found by review): the same keys, the same judgement.
+pub const OLD_NAME: &str = ".config.json";
+
 /// What [`guard`] did to the agent's copy.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Guarded {
@@ -223,11 +227,11 @@ fn user_keys(user: &Path) -> io::Result<Keys> {
 /// `user` (the user's own `.claude.json`), as the module says. `config_dir` is opened
 /// without following a link at its last component; the copy is replaced by a rename in it,
 /// so a reader sees the old file or the new one whole.
-pub fn guard(config_dir: &Path, user: &Path) -> io::Result<Guarded> {
+pub fn guard(config_dir: &Path, name: &str, user: &Path) -> io::Result<Guarded> {
     let dir_c = CString::new(config_dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let dir = crate::sys::open_no_symlinks(None, &dir_c, libc::O_RDONLY | libc::O_DIRECTORY)?;
-    let name = OsStr::new(NAME);
+    let name = OsStr::new(name);
     let Some(file) = open_in(&dir, name)? else {
         return Ok(Guarded::Same);
     };
@@ -264,7 +268,12 @@ pub fn guard(config_dir: &Path, user: &Path) -> io::Result<Guarded> {
 /// Writes `bytes` to a new file in `dir` and renames it over `name`.
 fn write_replacing(dir: &OwnedFd, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
     use nix::fcntl::{openat, renameat, OFlag};
-    let tmp = format!(".claude.json.landwall-{}", std::process::id());
+    let tmp = format!(
+        "{}.landwall-{}-{:016x}",
+        name.to_string_lossy(),
+        std::process::id(),
+        crate::random_u64(0)
+    );
     let fd = openat(
         dir,
         tmp.as_str(),
@@ -320,9 +329,22 @@ pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
     }
     let text = read_bounded(std::fs::File::open(path)?)?;
     let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
-    if name == NAME {
+    if name == NAME || name == OLD_NAME {
         let v: Value = serde_json::from_slice(&text).map_err(io::Error::other)?;
         return Ok(listed(&v));
+    }
+    if name == ".env" {
+        let names: Vec<String> = String::from_utf8_lossy(&text)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| l.split('=').next().unwrap_or(l).trim().to_string())
+            .collect();
+        return Ok(if names.is_empty() {
+            Vec::new()
+        } else {
+            vec![("variables".to_string(), names.join(" "))]
+        });
     }
     if name.ends_with(".md") {
         return Ok(if text.iter().all(u8::is_ascii_whitespace) {
@@ -338,7 +360,7 @@ pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
             .iter()
             .filter_map(|k| t.get(*k).map(|v| (k.to_string(), v.to_string())))
             .collect());
-    } else if name == "settings.json" {
+    } else if name == "settings.json" || name == "remote-settings.json" {
         CLAUDE_SETTINGS
     } else if name == "hooks.json" {
         &["hooks"]
@@ -393,7 +415,7 @@ fn command_strings(path: &Path) -> Vec<String> {
         return out;
     }
     let keys: &[&str] = match name {
-        "settings.json" => CLAUDE_SETTINGS,
+        "settings.json" | "remote-settings.json" => CLAUDE_SETTINGS,
         "hooks.json" => &["hooks"],
         n if n.ends_with(".json") || n.ends_with(".jsonc") => OPENCODE,
         _ => return out,
@@ -491,7 +513,7 @@ mod tests {
         std::fs::create_dir(&cfg).expect("mkdir");
         let user = d.0.join("user.json");
         // No copy yet: nothing to do.
-        assert_eq!(guard(&cfg, &user).expect("guard"), Guarded::Same);
+        assert_eq!(guard(&cfg, NAME, &user).expect("guard"), Guarded::Same);
         std::fs::write(
             cfg.join(NAME),
             r#"{"a":1,"mcpServers":{"e":{"command":"sh"}}}"#,
@@ -499,17 +521,17 @@ mod tests {
         .expect("write");
         // No file of the user's: the copy may name nothing.
         assert_eq!(
-            guard(&cfg, &user).expect("guard"),
+            guard(&cfg, NAME, &user).expect("guard"),
             Guarded::PutBack(vec!["mcpServers".into()])
         );
         let v: Value =
             serde_json::from_slice(&std::fs::read(cfg.join(NAME)).expect("read")).expect("json");
         assert_eq!(v, json!({"a": 1}));
-        assert_eq!(guard(&cfg, &user).expect("guard"), Guarded::Same);
+        assert_eq!(guard(&cfg, NAME, &user).expect("guard"), Guarded::Same);
         // What cannot be judged is set aside.
         std::fs::write(cfg.join(NAME), b"{\"mcpServers\": ").expect("write");
         assert!(matches!(
-            guard(&cfg, &user).expect("guard"),
+            guard(&cfg, NAME, &user).expect("guard"),
             Guarded::SetAside(_)
         ));
         assert!(!cfg.join(NAME).exists());

@@ -358,19 +358,27 @@ fn guard_claude_json(policy: &Policy, home: Option<&Path>, vars: &Vars) -> Resul
     let (Ok(dir), Ok(home)) = (std::fs::canonicalize(dir), std::fs::canonicalize(home)) else {
         return Ok(());
     };
-    let copy = dir.join(crate::agentstate::NAME);
     let user = home.join(crate::agentstate::NAME);
-    if copy == user || !writes(&copy) || writes(&user) {
-        return Ok(());
+    for name in [crate::agentstate::NAME, crate::agentstate::OLD_NAME] {
+        let copy = dir.join(name);
+        if copy == user || !writes(&copy) || writes(&user) {
+            continue;
+        }
+        guard_one(&dir, name, &copy, &user)?;
     }
+    Ok(())
+}
+
+/// [`guard_claude_json`] of one file, `copy` (`name` in `dir`).
+fn guard_one(dir: &Path, name: &str, copy: &Path, user: &Path) -> Result<(), Error> {
     let failed = |source| {
         Error::Policy(policy::PolicyError::ClaudeJson {
-            path: copy.clone(),
-            user: user.clone(),
+            path: copy.to_path_buf(),
+            user: user.to_path_buf(),
             source,
         })
     };
-    match crate::agentstate::guard(&dir, &user).map_err(failed)? {
+    match crate::agentstate::guard(dir, name, user).map_err(failed)? {
         crate::agentstate::Guarded::Same => {}
         crate::agentstate::Guarded::PutBack(keys) => eprintln!(
             "landwall: {}: put back {} as {} has them: they name commands Claude Code runs, which only you may change (outside the wall, in that file)",
@@ -407,6 +415,11 @@ fn make_agent_code(agent: &str, home: &Path) {
             continue;
         };
         if !dirs.iter().any(|(d, _)| *d == dir) {
+            // Its directory too, in a state directory (`~/.cache/opencode`); where that
+            // cannot be made, the path stays absent and is swept.
+            if let Err(e) = make_dirs_no_symlinks(home, dir) {
+                log::debug!("{dir}: not made ({e})");
+            }
             let fd = open(
                 &home.join(dir),
                 OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,

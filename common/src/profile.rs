@@ -213,6 +213,62 @@ const AGENT_CODE: &[(&str, Code)] = &[
         },
     ),
     (
+        "claude",
+        Code {
+            path: ".claude/.config.json",
+            make: None,
+            reason: "Claude Code reads it in place of .claude.json where it exists (found by review): MCP servers of every project",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/rules",
+            make: Some(Make::Dir),
+            reason: "Claude Code's user rules: instructions it follows in every project (found by review)",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/workflows",
+            make: None,
+            reason: "Claude Code's workflows: scripts and prompts it runs",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/loop.md",
+            make: None,
+            reason: "Claude Code's default /loop prompt: instructions it follows",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/local",
+            make: None,
+            reason: "Claude Code's local install: the launcher a `claude` alias runs without the shim",
+        },
+    ),
+    (
+        "claude",
+        Code {
+            path: ".claude/remote-settings.json",
+            make: None,
+            reason: "Claude Code's cached managed settings: hooks and permissions of every session",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/.env",
+            make: Some(Make::File(b"")),
+            reason: "Codex loads it into its own environment (found by review): PATH, BASH_ENV, the model endpoint of every program it starts",
+        },
+    ),
+    (
         "codex",
         Code {
             path: ".codex/config.toml",
@@ -296,7 +352,7 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/plugin",
-            make: None,
+            make: Some(Make::Dir),
             reason: "OpenCode's plugins: JavaScript it loads and runs at start",
         },
     ),
@@ -304,7 +360,7 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/plugins",
-            make: None,
+            make: Some(Make::Dir),
             reason: "OpenCode's plugins: JavaScript it loads and runs at start",
         },
     ),
@@ -312,7 +368,7 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/tool",
-            make: None,
+            make: Some(Make::Dir),
             reason: "OpenCode's custom tools: JavaScript it runs",
         },
     ),
@@ -320,7 +376,7 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/tools",
-            make: None,
+            make: Some(Make::Dir),
             reason: "OpenCode's custom tools: JavaScript it runs",
         },
     ),
@@ -328,7 +384,7 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/agent",
-            make: None,
+            make: Some(Make::Dir),
             reason: "OpenCode's agents: prompts it follows, with their tools and permissions",
         },
     ),
@@ -336,8 +392,64 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/command",
-            make: None,
+            make: Some(Make::Dir),
             reason: "OpenCode's commands: prompts it follows, with the shell commands they name",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/agents",
+            make: Some(Make::Dir),
+            reason: "OpenCode's agents: prompts it follows, with their tools and permissions (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/commands",
+            make: Some(Make::Dir),
+            reason: "OpenCode's commands: prompts it follows, with the shell commands they name (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/mode",
+            make: Some(Make::Dir),
+            reason: "OpenCode's modes: prompts it follows (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/modes",
+            make: Some(Make::Dir),
+            reason: "OpenCode's modes: prompts it follows (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/skill",
+            make: Some(Make::Dir),
+            reason: "OpenCode's skills: instructions and the scripts they run (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/skills",
+            make: Some(Make::Dir),
+            reason: "OpenCode's skills: instructions and the scripts they run (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".cache/opencode/bin",
+            make: Some(Make::Dir),
+            reason: "OpenCode runs the programs it downloaded there (ripgrep, language servers) without checking them (found by review)",
         },
     ),
 ];

@@ -977,25 +977,25 @@ pub fn agent_state(
         {
             continue;
         }
-        let rel = Path::new(code.path);
-        let (Some(dir), Some(name)) = (rel.parent(), rel.file_name()) else {
+        let path = home.join(code.path);
+        // Walked down from the highest directory above it that the agent may write (its
+        // state directory; `~/.cache` for what lies in one that does not exist yet), so that
+        // whatever the agent makes on the way is swept too. That directory may be a link
+        // (dotfiles kept elsewhere): held where it leads.
+        let Some(top) = writable_top(&path, writable) else {
             continue;
         };
-        let base = home.join(dir);
-        if !writable(&base) {
+        let Ok(sub) = path.strip_prefix(&top) else {
             continue;
-        }
-        // The state directory itself may be a link (dotfiles kept elsewhere): held where it
-        // leads. Absent: the agent cannot make it (its parent is not its own), or, under an
-        // open home, it is swept when it appears.
-        let base = std::fs::canonicalize(&base).unwrap_or(base);
-        let sub = Path::new(name).to_string_lossy().into_owned();
+        };
+        let sub = sub.to_string_lossy().into_owned();
+        let base = std::fs::canonicalize(&top).unwrap_or(top);
         walk(p, &base, &sub, &named, Cow::Borrowed(code.reason))?;
-        if !bases.contains(&base) && base.is_dir() {
+        if !bases.contains(&base) {
             bases.push(base.clone());
         }
         // What its commands run from where the agent may write (`~/.claude/statusline.sh`).
-        for program in crate::agentstate::named_paths(&base.join(name), home) {
+        for program in crate::agentstate::named_paths(&base.join(&sub), home) {
             let Ok(rel) = program.strip_prefix(home) else {
                 continue;
             };

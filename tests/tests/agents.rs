@@ -649,6 +649,12 @@ fn writes_in_its_worktree(agent: Agent) {
     );
     turn.assert_result_has(1, content.trim());
     turn.assert_result_has(1, "?? hello.txt");
+    // Nothing to say when all is well: the agent made nothing in its protected state.
+    assert!(
+        !turn.stderr.contains("landwall:"),
+        "the launch said something:\n{}",
+        turn.describe()
+    );
     assert_state(agent, &sb, &sb.wt(), false);
 }
 
