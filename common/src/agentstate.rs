@@ -95,6 +95,69 @@ fn keys_of(v: &Value) -> Keys {
     k
 }
 
+/// [`keys_of`] without building the rest of the file: only the command-bearing keys are
+/// parsed, the rest skipped (a `.claude.json` grows to megabytes with the projects it has
+/// seen, and is read at every launch). A project named twice is the last one, as Claude
+/// Code's `JSON.parse` takes it. `None` where this reading cannot be sure (not an object, a
+/// key given twice): then the whole file is parsed.
+fn fast_keys(text: &[u8]) -> Option<Keys> {
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+    use std::borrow::Cow;
+    use std::collections::BTreeMap;
+    #[derive(Deserialize)]
+    struct Top<'a> {
+        #[serde(rename = "mcpServers", borrow, default)]
+        mcp_servers: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        projects: Option<BTreeMap<Cow<'a, str>, &'a RawValue>>,
+    }
+    #[derive(Deserialize)]
+    struct Project<'a> {
+        #[serde(rename = "mcpServers", borrow, default)]
+        mcp_servers: Option<&'a RawValue>,
+        #[serde(rename = "enabledMcpjsonServers", borrow, default)]
+        enabled: Option<&'a RawValue>,
+        #[serde(rename = "disabledMcpjsonServers", borrow, default)]
+        disabled: Option<&'a RawValue>,
+        #[serde(rename = "enableAllProjectMcpServers", borrow, default)]
+        all: Option<&'a RawValue>,
+    }
+    fn value(r: &RawValue) -> Option<Value> {
+        serde_json::from_str(r.get()).ok()
+    }
+    // A struct reads from an array too: only an object is one.
+    let is_object = |t: &[u8]| t.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if !is_object(text) {
+        return None;
+    }
+    let top: Top<'_> = serde_json::from_slice(text).ok()?;
+    let mut k = Keys::default();
+    if let Some(r) = top.mcp_servers {
+        k.top.push(("mcpServers", value(r)?));
+    }
+    for (path, raw) in top.projects.unwrap_or_default() {
+        // Not an object: no keys (as the whole parse reads it).
+        if !is_object(raw.get().as_bytes()) {
+            continue;
+        }
+        let p: Project<'_> = serde_json::from_str(raw.get()).ok()?;
+        let mut found = Vec::new();
+        for (name, r) in PROJECT
+            .iter()
+            .zip([p.mcp_servers, p.enabled, p.disabled, p.all])
+        {
+            if let Some(r) = r {
+                found.push((*name, value(r)?));
+            }
+        }
+        if !found.is_empty() {
+            k.projects.push((path.into_owned(), found));
+        }
+    }
+    Some(k)
+}
+
 /// Every command-bearing key `v` holds, named for a person (`projects["/p"].mcpServers`),
 /// with its value as JSON (for `landwall doctor`).
 pub fn listed(v: &Value) -> Vec<(String, String)> {
@@ -219,6 +282,9 @@ fn user_keys(user: &Path) -> io::Result<Keys> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Keys::default()),
         Err(e) => return Err(e),
     };
+    if let Some(k) = fast_keys(&text) {
+        return Ok(k);
+    }
     let v: Value = serde_json::from_slice(&text).map_err(io::Error::other)?;
     Ok(keys_of(&v))
 }
@@ -237,6 +303,13 @@ pub fn guard(config_dir: &Path, name: &str, user: &Path) -> io::Result<Guarded> 
     };
     let mode = file.metadata()?.permissions();
     let text = read_bounded(file);
+    let user = user_keys(user)?;
+    // Usually nothing differs: said without parsing the whole file.
+    if let Some(k) = text.as_ref().ok().and_then(|t| fast_keys(t)) {
+        if k == user {
+            return Ok(Guarded::Same);
+        }
+    }
     let parsed = text
         .as_ref()
         .ok()
@@ -246,7 +319,6 @@ pub fn guard(config_dir: &Path, name: &str, user: &Path) -> io::Result<Guarded> 
         let aside = crate::rename_aside(dir.as_fd(), name, name)?;
         return Ok(Guarded::SetAside(config_dir.join(aside)));
     };
-    let user = user_keys(user)?;
     if keys_of(&agent) == user {
         return Ok(Guarded::Same);
     }
@@ -565,5 +637,28 @@ mod tests {
         )
         .expect("write");
         assert_eq!(named_paths(&toml, &home), vec![home.join(".codex/n.sh")]);
+    }
+
+    #[test]
+    fn the_fast_reading_finds_what_the_whole_parse_finds() {
+        for text in [
+            r#"{"a":1}"#,
+            r#"{"mcpServers":{"e":{"command":"sh"}},"projects":{"/p":{"x":[1,{"y":2}],"mcpServers":{}},"/q":{"enableAllProjectMcpServers":true},"/r":3}}"#,
+            r#"{"projects":{"/p":{"mcpServers":{"a":1}},"/p":{"mcpServers":{"b":2}}}}"#,
+            r#"{"projects":{"/p\u0020":{"enabledMcpjsonServers":["x"]}}}"#,
+        ] {
+            let slow = keys_of(&serde_json::from_str::<Value>(text).expect("json"));
+            assert_eq!(fast_keys(text.as_bytes()), Some(slow), "{text}");
+        }
+        // A key given twice: the whole parse decides.
+        assert_eq!(
+            fast_keys(br#"{"mcpServers":{},"mcpServers":{"e":1}}"#),
+            None
+        );
+        assert_eq!(
+            fast_keys(br#"{"projects":{"/p":{"mcpServers":{},"mcpServers":{"e":1}}}}"#),
+            None
+        );
+        assert_eq!(fast_keys(b"[1]"), None);
     }
 }

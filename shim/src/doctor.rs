@@ -775,12 +775,25 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
             .display()
             .to_string()
     };
-    let ro: Vec<String> = p
+    // The worktree's first, relative; then the agents' state in $HOME, as `~/…`.
+    let home = std::env::var_os("HOME").and_then(|h| std::fs::canonicalize(h).ok());
+    let (mut ro, mut in_home): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for h in p
         .held
         .iter()
         .filter(|h| h.hold == landwall::protect::Hold::ReadOnly)
-        .map(|h| rel(&h.path))
-        .collect();
+    {
+        match home
+            .as_deref()
+            .and_then(|home| h.path.strip_prefix(home).ok())
+        {
+            Some(r) if !h.path.starts_with(&policy.worktree.root) => {
+                in_home.push(format!("~/{}", r.display()));
+            }
+            _ => ro.push(rel(&h.path)),
+        }
+    }
+    ro.append(&mut in_home);
     let ro = if ro.is_empty() {
         "none exists now".to_string()
     } else {
