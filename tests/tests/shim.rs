@@ -443,7 +443,27 @@ fn refused_when_the_kernel_refuses_a_17th_layer() {
         .current_dir(sb.wt())
         .args(["stack", "16", "--"])
         .arg(sb.shims().join("claude")));
-    assert_refused(&sb, &out, EXIT_WALL);
+    // Inside stacked layers no namespace can be had: the agents' state in $HOME, held
+    // elsewhere, is said to be writable this time, in a note before the refusal.
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_WALL),
+        "stderr: {}",
+        stderr(&out)
+    );
+    assert!(!sb.ran_in(&sb.wt()), "the agent ran");
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.contains("16 Landlock layers are already stacked"))
+            && lines[..lines.len() - 1]
+                .iter()
+                .all(|l| l.starts_with("landwall: note: no private mount namespace here")),
+        "{err}"
+    );
     // And 15 layers leave room for the shim's own: the same command runs.
     let mut c = Command::new(helper());
     sb.clean_env(&mut c);
