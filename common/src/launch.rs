@@ -259,7 +259,7 @@ pub fn exposed_without_namespace(policy: &Policy) -> Option<String> {
         .protection
         .held
         .iter()
-        .filter(|h| h.hold == crate::protect::Hold::ReadOnly)
+        .filter(|h| h.hold.read_only() || h.hold == crate::protect::Hold::Fresh)
         .map(|h| {
             h.path
                 .strip_prefix(&policy.worktree.root)

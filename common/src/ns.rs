@@ -241,13 +241,14 @@ fn private_tmp(size: u64) -> Result<(), NsError> {
             (Err(e), 0) => return Err(first_mount_refused("mounting a private /tmp")(e)),
             (Err(e), _) => return Err(failed(format!("mounting a tmpfs on {place}"))(e)),
         }
-        mounted_tmp(path, &before).map_err(failed(format!("checking the tmpfs on {place}")))?;
+        mounted_tmp(path, &before, 0o1777)
+            .map_err(failed(format!("checking the tmpfs on {place}")))?;
     }
     Ok(())
 }
 
-/// After the tmpfs mount on `path`: what `path` leads to now is that tmpfs.
-fn mounted_tmp(path: &Path, before: &FileStat) -> io::Result<()> {
+/// After the tmpfs mount on `path`: what `path` leads to now is that tmpfs, of `mode`.
+fn mounted_tmp(path: &Path, before: &FileStat, mode: libc::mode_t) -> io::Result<()> {
     let now = open_real_dir(path, OFlag::O_RDONLY)?;
     let st = stat(&now)?;
     if st.st_dev == before.st_dev {
@@ -259,9 +260,9 @@ fn mounted_tmp(path: &Path, before: &FileStat) -> io::Result<()> {
     if fs.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
         return Err(io::Error::other("it is not a tmpfs"));
     }
-    if st.st_mode & 0o7777 != 0o1777 {
+    if st.st_mode & 0o7777 != mode {
         return Err(io::Error::other(format!(
-            "its mode is {:o}, not 1777",
+            "its mode is {:o}, not {mode:o}",
             st.st_mode & 0o7777
         )));
     }
@@ -357,7 +358,7 @@ fn quarantine(q: &Quarantine) -> Result<(), NsError> {
     let base_mount = open_dir(&git_dir, Path::new(crate::policy::BASE_DIR), OFlag::O_PATH)
         .map_err(failed(format!("opening {}", q.base.display())))?;
     same(&base_mount, &real).map_err(failed(format!("checking {}", q.base.display())))?;
-    sys::mount_set_readonly(base_mount.as_fd())
+    sys::mount_set_read_only(base_mount.as_fd(), true)
         .map_err(failed(format!("making {} read-only", q.base.display())))?;
     let ro = nix::sys::statvfs::fstatvfs(&base_mount)
         .map_err(|e| failed(format!("checking {}", q.base.display()))(errno(e)))?;
@@ -395,14 +396,24 @@ fn quarantine(q: &Quarantine) -> Result<(), NsError> {
     let mounted = open_dir(&refs, Path::new("replace"), OFlag::O_PATH)
         .map_err(failed(format!("opening {}", replace.display())))?;
     same(&mounted, &before).map_err(failed(format!("checking {}", replace.display())))?;
-    sys::mount_set_readonly(mounted.as_fd())
+    sys::mount_set_read_only(mounted.as_fd(), true)
         .map_err(failed(format!("making {} read-only", replace.display())))?;
     Ok(())
 }
 
+/// The size of the file system of a launch's own that covers a [`Hold::Fresh`] directory:
+/// what a session keeps there is a few scripts.
+const FRESH_SIZE: &str = "size=16m,nr_inodes=4096,mode=700";
+
 /// Step 4, for one protected path: opened without following any symlink, checked to be
-/// what the policy saw (a directory or a regular file), bound onto itself, opened again
-/// and checked to be the same file, and (read-only) made read-only and checked.
+/// what the policy saw (a directory or a regular file), then:
+/// - read-only ([`Hold::ReadOnly`], [`Hold::Shared`]): bound onto itself, opened again and
+///   checked to be the same file, made read-only and checked;
+/// - in place: bound onto itself and checked;
+/// - a hole: bound onto itself (inside a read-only hold, so read-only at first), made
+///   writable and checked;
+/// - fresh: an empty tmpfs of its own mounted on it (owner-only, size-capped), checked to be
+///   a tmpfs that was not there before.
 fn hold(h: &Held) -> io::Result<()> {
     let path = CString::new(h.path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -422,15 +433,37 @@ fn hold(h: &Held) -> io::Result<()> {
             "it changed type since the policy was built",
         ));
     }
+    if h.hold == Hold::Fresh {
+        if !h.is_dir {
+            return Err(io::Error::other("only a directory can be covered"));
+        }
+        let target = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| io::Error::other("descriptor path"))?;
+        let data = CString::new(FRESH_SIZE).map_err(|_| io::Error::other("options"))?;
+        sys::mount_fs(c"tmpfs", &target, libc::MS_NOSUID | libc::MS_NODEV, &data)?;
+        return mounted_tmp(&h.path, &before, 0o700);
+    }
     bind(&fd, &fd)?;
     let now = sys::open_no_symlinks(None, &path, flags)?;
     same(&now, &before)?;
-    if h.hold == Hold::ReadOnly {
-        sys::mount_set_readonly(now.as_fd())?;
-        let ro = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?;
-        if !ro.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {
-            return Err(io::Error::other("it is not read-only after the mount"));
+    let read_only = || -> io::Result<bool> {
+        let st = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?;
+        Ok(st.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+    };
+    match h.hold {
+        Hold::ReadOnly | Hold::Shared => {
+            sys::mount_set_read_only(now.as_fd(), true)?;
+            if !read_only()? {
+                return Err(io::Error::other("it is not read-only after the mount"));
+            }
         }
+        Hold::Hole => {
+            sys::mount_set_read_only(now.as_fd(), false)?;
+            if read_only()? {
+                return Err(io::Error::other("it is still read-only after the mount"));
+            }
+        }
+        Hold::InPlace | Hold::Fresh => {}
     }
     Ok(())
 }

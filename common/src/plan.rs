@@ -114,7 +114,7 @@ pub fn build_policy(
         ensure_state_dirs(agent, home)?;
     }
     if let Some(home) = home {
-        make_agent_code(agent, home);
+        make_agent_code(agent, home, &policy::own_projects(&wt));
     }
     let is_root = nix::unistd::geteuid().is_root();
     let again = |c: &Config| -> Result<Policy, Error> {
@@ -402,7 +402,7 @@ fn guard_one(dir: &Path, name: &str, copy: &Path, user: &Path) -> Result<(), Err
 /// directory's descriptor, never following a link, owner-only. Where one cannot be made
 /// (no state directory, a launch inside another's wall) it stays absent, and is swept when
 /// it appears: nothing is weaker for it.
-fn make_agent_code(agent: &str, home: &Path) {
+fn make_agent_code(agent: &str, home: &Path, projects: &[PathBuf]) {
     use nix::fcntl::{open, openat, OFlag};
     use nix::sys::stat::{mkdirat, Mode};
     let mut dirs: Vec<(&str, Option<std::os::fd::OwnedFd>)> = Vec::new();
@@ -456,6 +456,24 @@ fn make_agent_code(agent: &str, home: &Path) {
         match made {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(e) => log::debug!("{}: not made ({e}); swept if it appears", code.path),
+        }
+    }
+    // The shared directories, and this launch's own entries in them, so they can be held.
+    for (owner, shared) in profile::agent_shared() {
+        if owner != agent {
+            continue;
+        }
+        let own: Vec<String> = match shared.kept {
+            profile::Kept::Project => projects
+                .iter()
+                .map(|p| format!("{}/{}", shared.path, profile::claude_project_dir(p)))
+                .collect(),
+            profile::Kept::Fresh => vec![shared.path.to_string()],
+        };
+        for rel in own {
+            if let Err(e) = make_dirs_no_symlinks(home, &rel) {
+                log::debug!("{rel}: not made ({e})");
+            }
         }
     }
 }

@@ -1032,6 +1032,31 @@ pub fn build(inputs: Inputs<'_>) -> Result<Policy, PolicyError> {
     build_with(inputs, Resolver::default())
 }
 
+/// The directories an agent started in `worktree` names its per-project state after
+/// (Claude Code's `~/.claude/projects/<name>`): where it runs (this process's directory,
+/// within the worktree), the worktree's top level, and its main checkout's top level.
+pub fn own_projects(worktree: &Worktree) -> Vec<PathBuf> {
+    let mut out = Vec::with_capacity(3);
+    if let Ok(cwd) = std::env::current_dir() {
+        if cwd.starts_with(&worktree.root) {
+            out.push(cwd);
+        }
+    }
+    let main = match &worktree.git {
+        crate::worktree::GitLayout::Linked {
+            common_dir: Some(c),
+            ..
+        } if c.file_name().is_some_and(|n| n == ".git") => c.parent().map(Path::to_path_buf),
+        _ => None,
+    };
+    for dir in std::iter::once(worktree.root.clone()).chain(main) {
+        if !out.contains(&dir) {
+            out.push(dir);
+        }
+    }
+    out
+}
+
 /// [`build`], with a resolver that already knows the real directories someone met before
 /// (worktree discovery, in the same launch).
 pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, PolicyError> {
@@ -1363,9 +1388,11 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     // The agents' command-bearing state in $HOME, wherever this launch may write it.
     if let Some(real_home) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
         let mut p = std::mem::take(&mut policy.protection);
-        let state = crate::protect::agent_state(&mut p, &real_home, &config.protect, &|p| {
-            policy.decide(p).rule.is_some_and(|r| r.access.writes())
-        });
+        let projects = own_projects(&policy.worktree);
+        let state =
+            crate::protect::agent_state(&mut p, &real_home, &projects, &config.protect, &|p| {
+                policy.decide(p).rule.is_some_and(|r| r.access.writes())
+            });
         policy.protection = p;
         bases.extend(state?);
     }

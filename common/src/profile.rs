@@ -317,6 +317,78 @@ const AGENT_CODE: &[(&str, Code)] = &[
         },
     ),
     (
+        "codex",
+        Code {
+            path: ".codex/skills",
+            make: Some(Make::Dir),
+            reason: "Codex's user skills: instructions and the scripts they run, in every project (found by review)",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/memories",
+            make: None,
+            reason: "Codex's global memories: what it has learnt, read into the prompt in every project (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/*",
+            make: None,
+            reason: "OpenCode's configuration directory, every entry that is there (found by review): beside its configuration, plugins, tools, agents and commands, the npm packages they import and the files they import by path, code OpenCode runs in every project",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/node_modules",
+            make: Some(Make::Dir),
+            reason: "the npm packages OpenCode's plugins and tools import (`@opencode-ai/plugin`), which OpenCode installs there at every start: that install fails behind the wall and the packages of your own runs are used",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/package.json",
+            make: Some(Make::File(b"{}\n")),
+            reason: "what OpenCode's npm installs into its configuration directory, and from where",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/package-lock.json",
+            make: None,
+            reason: "what OpenCode's npm installs into its configuration directory (the versions and where each comes from)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/bun.lock",
+            make: None,
+            reason: "what Bun installs into OpenCode's configuration directory",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/.npmrc",
+            make: None,
+            reason: "npm's configuration for OpenCode's installs: the registry they fetch from, scripts they run",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".config/opencode/bunfig.toml",
+            make: None,
+            reason: "Bun's configuration for what runs in OpenCode's configuration directory: the registry, preloaded scripts",
+        },
+    ),
+    (
         "opencode",
         Code {
             path: ".config/opencode/opencode.json",
@@ -460,6 +532,106 @@ pub fn agent_code() -> impl Iterator<Item = (&'static str, &'static Code)> {
     AGENT_CODE.iter().map(|(agent, code)| (*agent, code))
 }
 
+/// A directory of an agent's state in `$HOME` that every session of the user's shares, in
+/// every project, walled or not, but whose parts each session must keep to itself: one
+/// session reads or runs what another left there. Held in each launch's namespace that may
+/// write it ([`crate::protect::agent_state`]); never judged or set aside, as the user's
+/// own sessions write it outside the wall all the time. Made (empty, owner-only) where the
+/// launch's own agent would make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shared {
+    /// Relative to `$HOME`.
+    pub path: &'static str,
+    /// What this launch keeps of it.
+    pub kept: Kept,
+    /// What reads or runs it.
+    pub reason: &'static str,
+}
+
+/// What a launch keeps of a [`Shared`] directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Read-only but for the entries of this launch's project ([`claude_project_dir`] of
+    /// the launch's directory, its worktree's top level and its main checkout's).
+    Project,
+    /// Nothing: an empty file system of the launch's own covers it.
+    Fresh,
+}
+
+/// Checked against the release's binary, as [`AGENT_CODE`].
+const AGENT_SHARED: &[(&str, Shared)] = &[
+    (
+        "claude",
+        Shared {
+            path: ".claude/projects",
+            kept: Kept::Project,
+            reason: "Claude Code's per-project state: each project's memory (`memory/MEMORY.md`, instructions it follows in that project) and its sessions' transcripts (what a resumed session takes as said); this launch writes its own project's only",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/shell-snapshots",
+            kept: Kept::Fresh,
+            reason: "Claude Code's shell snapshots: each session sources its own before every shell command (found by review: written by another session, they run there, walled or not)",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/session-env",
+            kept: Kept::Fresh,
+            reason: "Claude Code's session environment scripts: written by hooks, sourced before every shell command of their session",
+        },
+    ),
+];
+
+/// The entries of a `<dir>/*` path of [`AGENT_CODE`] left writable, and why: what the agent
+/// rewrites at every start and runs nothing from.
+pub const EVERY_ENTRY_BUT: &[(&str, &[&str])] = &[(
+    // OpenCode rewrites it at every start, and exits when it cannot.
+    ".config/opencode/*",
+    &[".gitignore"],
+)];
+
+/// Every agent's [`Shared`] directories, with the agent each belongs to.
+pub fn agent_shared() -> impl Iterator<Item = (&'static str, &'static Shared)> {
+    AGENT_SHARED.iter().map(|(agent, shared)| (*agent, shared))
+}
+
+/// The name of `dir`'s entry in `~/.claude/projects`, as Claude Code makes it: each UTF-16
+/// unit that is not an ASCII letter or digit becomes `-`; a name longer than 200 is cut
+/// there and given `-` and the base-36 of its 32-bit string hash (of the path's UTF-16
+/// units, `h = 31 h + unit`, wrapping, taken absolute).
+pub fn claude_project_dir(dir: &std::path::Path) -> String {
+    const MAX: usize = 200;
+    let path = dir.to_string_lossy();
+    let name: String = path
+        .encode_utf16()
+        .map(|u| match u8::try_from(u) {
+            Ok(b) if b.is_ascii_alphanumeric() => char::from(b),
+            _ => '-',
+        })
+        .collect();
+    if name.len() <= MAX {
+        return name;
+    }
+    let hash = path
+        .encode_utf16()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    let mut n = i64::from(hash).unsigned_abs();
+    let mut digits = Vec::new();
+    loop {
+        digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    format!("{}-{}", &name[..MAX], String::from_utf8_lossy(&digits))
+}
+
 /// npm's cache, moved from `~/.npm` (not writable under the private and read-only homes)
 /// into `~/.cache`.
 const NPM_CACHE: (&str, &str) = ("npm_config_cache", ".cache/npm");
@@ -501,5 +673,20 @@ mod tests {
                 assert!(Path::new(value).is_absolute(), "{agent}: {name}={value}");
             }
         }
+    }
+
+    /// The names Claude Code 2.1 gives, worked out by its own function in node.
+    #[test]
+    fn claude_project_dirs_are_named_as_claude_code_names_them() {
+        assert_eq!(
+            claude_project_dir(Path::new("/home/u/src/my_app.v2")),
+            "-home-u-src-my-app-v2"
+        );
+        assert_eq!(claude_project_dir(Path::new("/tmp/é")), "-tmp--");
+        let long = format!("/{}", "a".repeat(250));
+        let name = claude_project_dir(Path::new(&long));
+        // node: s="/"+"a".repeat(250); h=0; for (c of s) h=(h<<5)-h+c.charCodeAt(0)|0;
+        //       Math.abs(h).toString(36)
+        assert_eq!(name, format!("-{}-{}", "a".repeat(199), "feo44x"));
     }
 }

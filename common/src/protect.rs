@@ -410,6 +410,32 @@ pub enum Hold {
     /// Bound onto itself, still writable inside: it cannot be renamed away or removed (a
     /// directory on the way to a protected path, or a main checkout's git dir).
     InPlace,
+    /// Read-only in this launch's namespace, as [`Hold::ReadOnly`], but not the user's to
+    /// judge: the user's own sessions write it outside the wall all the time (Claude Code's
+    /// `~/.claude/projects`), so it is neither recorded nor set aside. Without a namespace
+    /// it is exposed, and the launch says so.
+    Shared,
+    /// A directory bound onto itself writable, inside a read-only hold: the part of a
+    /// [`Hold::Shared`] directory that is this launch's own (its project's transcripts and
+    /// memory).
+    Hole,
+    /// A directory covered by an empty file system of this launch's own (tmpfs): what the
+    /// agent writes there no other launch sees, and it is gone with the launch's last
+    /// process; what the user's sessions keep there the agent neither sees nor changes
+    /// (scripts each of their shell commands sources).
+    Fresh,
+}
+
+impl Hold {
+    /// Whether the agent cannot change what is there (its own file system aside).
+    pub fn read_only(self) -> bool {
+        matches!(self, Hold::ReadOnly | Hold::Shared)
+    }
+
+    /// Whether it is a part of a read-only hold given back to the agent.
+    pub fn opens(self) -> bool {
+        matches!(self, Hold::Hole | Hold::Fresh)
+    }
 }
 
 /// A path held in the launch's namespace.
@@ -537,12 +563,21 @@ impl Protection {
             && self.registry.is_none()
     }
 
-    /// The held entry that is `path` or holds it read-only (for `landwall check`).
+    /// The held entry that is `path` or holds it read-only (for `landwall check`): `None`
+    /// within a part of it given back ([`Hold::opens`]).
     pub fn covering(&self, path: &Path) -> Option<&Held> {
-        self.held
+        let holds = |h: &&Held| path == h.path || (h.is_dir && path.starts_with(&h.path));
+        let ro = self
+            .held
             .iter()
-            .filter(|h| h.hold == Hold::ReadOnly)
-            .find(|h| path == h.path || (h.is_dir && path.starts_with(&h.path)))
+            .filter(|h| h.hold.read_only())
+            .find(holds)?;
+        let opened = self
+            .held
+            .iter()
+            .filter(|h| h.hold.opens() && h.path.starts_with(&ro.path))
+            .any(|h| holds(&h));
+        (!opened).then_some(ro)
     }
 
     /// The absent entry that is `path` or holds it.
@@ -754,10 +789,10 @@ fn normalize(p: &mut Protection) {
             .then_with(|| a.path.as_os_str().cmp(b.path.as_os_str()))
     });
     p.held.dedup_by(|b, a| {
-        // Keep the stronger hold of two entries for one path.
+        // Keep the stronger hold of two entries for one path (read-only over the rest).
         if a.path.as_os_str() == b.path.as_os_str() {
-            if b.hold == Hold::ReadOnly {
-                a.hold = Hold::ReadOnly;
+            if b.hold == Hold::ReadOnly || (b.hold.read_only() && !a.hold.read_only()) {
+                a.hold = b.hold;
                 a.reason = b.reason.clone();
             }
             true
@@ -766,15 +801,15 @@ fn normalize(p: &mut Protection) {
         }
     });
     // A path held read-only covers what lies under it: nothing under it needs its own mount
-    // (and a mount under a read-only one could not be made).
+    // but the parts given back to the agent ([`Hold::opens`]), which are mounted after it.
     let ro: Vec<PathBuf> = p
         .held
         .iter()
-        .filter(|h| h.hold == Hold::ReadOnly && h.is_dir)
+        .filter(|h| h.hold.read_only() && h.is_dir)
         .map(|h| h.path.clone())
         .collect();
     p.held
-        .retain(|h| !ro.iter().any(|r| h.path != *r && under(&h.path, r)));
+        .retain(|h| h.hold.opens() || !ro.iter().any(|r| h.path != *r && under(&h.path, r)));
     p.absent.retain(|a| !ro.iter().any(|r| under(&a.path, r)));
     p.absent
         .sort_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
@@ -961,10 +996,13 @@ pub const HOME_PREFIX: &str = "~/";
 /// in a directory `writable` says the agent may write: each one that exists is held
 /// read-only (with the directories on the way in place), each absent one is swept as soon
 /// as it appears; `"!~/<path>"` in `protect` leaves one out. Returns the state directories
-/// they lie in, for [`hold_above`]. `home` is real (symbolic links resolved).
+/// they lie in, for [`hold_above`]. `home` is real (symbolic links resolved). Then the
+/// agents' shared directories ([`shared`]), with `projects` the directories whose entries
+/// are this launch's own.
 pub fn agent_state(
     p: &mut Protection,
     home: &Path,
+    projects: &[PathBuf],
     changes: &[Change],
     writable: &dyn Fn(&Path) -> bool,
 ) -> Result<Vec<PathBuf>, ProtectError> {
@@ -975,6 +1013,16 @@ pub fn agent_state(
             .iter()
             .any(|c| matches!(c, Change::Remove(r) if *r == named))
         {
+            continue;
+        }
+        // `<dir>/*`: every entry there now, as one of its own (what is absent there and
+        // read is listed by name).
+        if let Some(dir) = code.path.strip_suffix("/*") {
+            let but = crate::profile::EVERY_ENTRY_BUT
+                .iter()
+                .find(|(p, _)| *p == code.path)
+                .map_or(&[][..], |(_, but)| *but);
+            every_entry(p, home, dir, but, code.reason, writable, &mut bases)?;
             continue;
         }
         let path = home.join(code.path);
@@ -1024,8 +1072,115 @@ pub fn agent_state(
             }
         }
     }
+    shared(p, home, projects, writable, &mut bases);
     normalize(p);
     Ok(bases)
+}
+
+/// Each entry of `home`/`dir` but those named in `but`, where the agent may write in
+/// `dir` (a state directory itself, whose parent it may not write): held as a protected
+/// path of its own, walked from `dir` where its link leads.
+fn every_entry(
+    p: &mut Protection,
+    home: &Path,
+    dir: &str,
+    but: &[&str],
+    reason: &'static str,
+    writable: &dyn Fn(&Path) -> bool,
+    bases: &mut Vec<PathBuf>,
+) -> Result<(), ProtectError> {
+    let path = home.join(dir);
+    if !writable(&path) {
+        return Ok(());
+    }
+    let Ok(base) = std::fs::canonicalize(&path) else {
+        return Ok(());
+    };
+    let entries = match std::fs::read_dir(&base) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(ProtectError::Io {
+                path: base,
+                source: e,
+            })
+        }
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| ProtectError::Io {
+            path: base.clone(),
+            source: e,
+        })?;
+        let name = entry.file_name();
+        if but.iter().any(|b| name.as_bytes() == b.as_bytes()) {
+            continue;
+        }
+        let sub = name.to_string_lossy().into_owned();
+        let named = format!("{HOME_PREFIX}{dir}/{sub}");
+        walk(p, &base, &sub, &named, Cow::Borrowed(reason))?;
+    }
+    if !bases.contains(&base) {
+        bases.push(base);
+    }
+    Ok(())
+}
+
+/// The agents' [`crate::profile::Shared`] directories in `home` that `writable` says the
+/// agent may write and that exist (as directories, where their links lead): each held
+/// [`Hold::Shared`] with the entries of `projects` ([`crate::profile::claude_project_dir`])
+/// that are directories given back as [`Hold::Hole`]s, or covered [`Hold::Fresh`]. An entry
+/// that is a link is given back nowhere: it could lead to another project's.
+fn shared(
+    p: &mut Protection,
+    home: &Path,
+    projects: &[PathBuf],
+    writable: &dyn Fn(&Path) -> bool,
+    bases: &mut Vec<PathBuf>,
+) {
+    use crate::profile::Kept;
+    for (_, shared) in crate::profile::agent_shared() {
+        let path = home.join(shared.path);
+        let Some(top) = writable_top(&path, writable) else {
+            continue;
+        };
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            continue;
+        };
+        if !real.is_dir() {
+            continue;
+        }
+        let hold = match shared.kept {
+            Kept::Project => Hold::Shared,
+            Kept::Fresh => Hold::Fresh,
+        };
+        p.held.push(Held {
+            path: real.clone(),
+            hold,
+            is_dir: true,
+            reason: Cow::Borrowed(shared.reason),
+        });
+        if shared.kept == Kept::Project {
+            for project in projects {
+                let own = real.join(crate::profile::claude_project_dir(project));
+                if std::fs::symlink_metadata(&own).is_ok_and(|m| m.is_dir())
+                    && !p.held.iter().any(|h| h.path == own)
+                {
+                    p.held.push(Held {
+                        path: own,
+                        hold: Hold::Hole,
+                        is_dir: true,
+                        reason: Cow::Borrowed(
+                            "this launch's project's own entry: its transcripts and memory",
+                        ),
+                    });
+                }
+            }
+        }
+        let base = std::fs::canonicalize(&top).unwrap_or(top);
+        if !bases.contains(&base) {
+            bases.push(base);
+        }
+    }
 }
 
 /// The highest directory above `path` that `writable` says the agent may write, with every
@@ -1591,5 +1746,45 @@ mod tests {
             .held
             .iter()
             .any(|h| h.path == root.join("real/ed.sh") && h.hold == Hold::ReadOnly));
+    }
+
+    /// A shared read-only hold keeps the holes in it (mounted after it), and `check` finds
+    /// a path in a hole writable, the rest of the hold read-only.
+    #[test]
+    fn a_hole_in_a_shared_hold_is_kept_and_not_covered() {
+        let held = |path: &str, hold| Held {
+            path: PathBuf::from(path),
+            hold,
+            is_dir: true,
+            reason: Cow::Borrowed("test"),
+        };
+        let mut p = Protection {
+            held: vec![
+                held("/h/.claude/projects/-own", Hold::Hole),
+                held("/h/.claude/projects/-other/memory", Hold::ReadOnly),
+                held("/h/.claude/projects", Hold::Shared),
+                held("/h/.claude/shell-snapshots", Hold::Fresh),
+            ],
+            ..Protection::default()
+        };
+        normalize(&mut p);
+        let order: Vec<(&Path, Hold)> = p.held.iter().map(|h| (h.path.as_path(), h.hold)).collect();
+        assert_eq!(
+            order,
+            [
+                (Path::new("/h/.claude/projects"), Hold::Shared),
+                (Path::new("/h/.claude/shell-snapshots"), Hold::Fresh),
+                (Path::new("/h/.claude/projects/-own"), Hold::Hole),
+            ]
+        );
+        assert!(p
+            .covering(Path::new("/h/.claude/projects/-own/1.jsonl"))
+            .is_none());
+        assert!(p
+            .covering(Path::new("/h/.claude/projects/-own2/m"))
+            .is_some());
+        assert!(p
+            .covering(Path::new("/h/.claude/projects/-other/memory/M.md"))
+            .is_some());
     }
 }

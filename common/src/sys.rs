@@ -705,12 +705,17 @@ struct MountAttr {
 /// `MOUNT_ATTR_RDONLY`.
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 
-/// Makes the mount whose root `fd` is read-only (`mount_setattr(2)`, Linux 5.12), leaving
+/// Makes the mount whose root `fd` is read-only, or writable (`mount_setattr(2)`, Linux 5.12), leaving
 /// its other flags as they are (a remount would have to repeat the locked ones).
-pub fn mount_set_readonly(fd: BorrowedFd<'_>) -> io::Result<()> {
+pub fn mount_set_read_only(fd: BorrowedFd<'_>, read_only: bool) -> io::Result<()> {
+    let (attr_set, attr_clr) = if read_only {
+        (MOUNT_ATTR_RDONLY, 0)
+    } else {
+        (0, MOUNT_ATTR_RDONLY)
+    };
     let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
+        attr_set,
+        attr_clr,
         propagation: 0,
         userns_fd: 0,
     };

@@ -233,6 +233,9 @@ fn protected_json(policy: &Policy) -> Vec<ProtectedJson<'_>> {
         hold: match h.hold {
             Hold::ReadOnly => "read-only",
             Hold::InPlace => "in place",
+            Hold::Shared => "read-only",
+            Hold::Hole => "writable (own)",
+            Hold::Fresh => "empty (own)",
         },
         reason: &h.reason,
     });

@@ -781,7 +781,7 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
     for h in p
         .held
         .iter()
-        .filter(|h| h.hold == landwall::protect::Hold::ReadOnly)
+        .filter(|h| h.hold.read_only() || h.hold == landwall::protect::Hold::Fresh)
     {
         match home
             .as_deref()

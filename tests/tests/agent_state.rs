@@ -11,13 +11,27 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use landwall::profile::{agent_code, Make};
-use landwall_e2e::{describe, output, Sandbox};
+use landwall_e2e::{chown_tree, describe, output, test_user, Sandbox};
 
 /// What a plant writes: in a file, or in a file of its own in a directory.
 const PLANT: &str = "planted by the agent";
 
+/// The entry of the user's that stands for `*` in a path (`~/.config/opencode/*`): there
+/// before the launch ([`user_entries`]).
+const ENTRY: &str = "lib";
+
+/// Makes the entries `*` stands for.
+fn user_entries(home: &Path) {
+    for (_, code) in agent_code() {
+        if let Some(dir) = code.path.strip_suffix("/*") {
+            fs::create_dir_all(home.join(dir).join(ENTRY)).expect("mkdir");
+        }
+    }
+}
+
 /// Where the plant for `path` lands: the file itself, or `plant.md` in a directory.
 fn target(home: &Path, path: &str, dir: bool) -> PathBuf {
+    let path = path.replace('*', ENTRY);
     let p = home.join(path);
     if dir {
         p.join("plant.md")
@@ -67,6 +81,7 @@ fn no_launch_leaves_a_plant_in_any_agents_command_bearing_state() {
     for agent in ["claude", "codex", "opencode"] {
         let sb = Sandbox::new(&format!("agent-state-{agent}"));
         let home = sb.home();
+        user_entries(&home);
         let mut c = sb.landwall();
         c.args(["run", "--agent", agent, "--", "sh", "-c", &script(&home)]);
         let out = output(&mut c);
@@ -91,4 +106,170 @@ fn no_launch_leaves_a_plant_in_any_agents_command_bearing_state() {
     let out = output(Command::new("sh").args(["-c", &script(&home)]));
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(planted(&home).len(), agent_code().count());
+}
+
+/// What Claude Code keeps per project and per session in `~/.claude`, shared by every
+/// session of the user's, walled or not: another project's memory and transcripts, a
+/// session's shell snapshot and hook environment (sourced before each of its shell commands).
+/// Laid out as the user's sessions left them.
+fn claude_sessions(home: &Path) -> Vec<PathBuf> {
+    let c = home.join(".claude");
+    let files = [
+        c.join("projects/-home-u-other/memory/MEMORY.md"),
+        c.join("projects/-home-u-other/0b1d.jsonl"),
+        c.join("shell-snapshots/snapshot-bash-1-abc.sh"),
+        c.join("session-env/0b1d/sessionstart-hook-0.sh"),
+    ];
+    for f in &files {
+        fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
+        fs::write(f, "the user's\n").expect("write");
+    }
+    files.to_vec()
+}
+
+/// Appends the plant to each of `files`, and makes a memory for a project the user has not
+/// opened yet; then writes this project's own memory and transcript. Goes on past failures.
+fn claude_sessions_script(home: &Path, files: &[PathBuf], own: &Path) -> String {
+    let mut s = String::new();
+    for f in files {
+        s.push_str(&format!(
+            "echo '{PLANT}' >> '{}' 2>/dev/null;\n",
+            f.display()
+        ));
+    }
+    let new = home.join(".claude/projects/-home-u-next/memory");
+    s.push_str(&format!(
+        "mkdir -p '{n}' 2>/dev/null; echo '{PLANT}' > '{n}/MEMORY.md' 2>/dev/null;\n",
+        n = new.display()
+    ));
+    s.push_str(&format!(
+        "mkdir -p '{o}/memory' && echo own > '{o}/memory/MEMORY.md' && echo own > '{o}/1.jsonl'\n",
+        o = own.display()
+    ));
+    s
+}
+
+#[test]
+fn another_projects_claude_memory_and_other_sessions_scripts_are_out_of_reach() {
+    claude_sessions_walled(false);
+}
+
+/// The same as an unprivileged user: the namespace is a user namespace's, and the hole in
+/// the read-only hold is made writable there.
+#[test]
+fn another_projects_claude_memory_and_other_sessions_scripts_are_out_of_reach_unprivileged() {
+    claude_sessions_walled(true);
+}
+
+fn claude_sessions_walled(unprivileged: bool) {
+    let sb = Sandbox::new("claude-sessions");
+    let home = sb.home();
+    let files = claude_sessions(&home);
+    let own = home
+        .join(".claude/projects")
+        .join(landwall::profile::claude_project_dir(&sb.wt()));
+    let script = claude_sessions_script(&home, &files, &own);
+    let mut c = if unprivileged {
+        let (uid, gid) = test_user();
+        for d in [sb.home(), sb.wt()] {
+            chown_tree(&d, uid, gid);
+        }
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .args(["--init-groups", "--"])
+            .arg(landwall_e2e::landwall());
+        sb.clean_env(&mut c);
+        c.current_dir(sb.wt());
+        c
+    } else {
+        sb.landwall()
+    };
+    c.args(["run", "--agent", "claude", "--", "sh", "-c", &script]);
+    let out = output(&mut c);
+    // The agent keeps its own project's state.
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        fs::read_to_string(own.join("1.jsonl")).ok().as_deref(),
+        Some("own\n")
+    );
+    for f in &files {
+        assert_eq!(
+            fs::read_to_string(f).expect("still there"),
+            "the user's\n",
+            "{} was changed from inside the wall\n{}",
+            f.display(),
+            describe(&out)
+        );
+    }
+    let new = home.join(".claude/projects/-home-u-next");
+    assert!(!new.exists(), "{} was made inside the wall", new.display());
+
+    // Control: without the wall every plant lands.
+    let sb = Sandbox::new("claude-sessions-control");
+    let home = sb.home();
+    let files = claude_sessions(&home);
+    let own = home.join(".claude/projects/-own");
+    let out = output(Command::new("sh").args(["-c", &claude_sessions_script(&home, &files, &own)]));
+    assert!(out.status.success(), "{}", describe(&out));
+    for f in &files {
+        assert!(
+            fs::read_to_string(f).expect("there").contains(PLANT),
+            "{}",
+            f.display()
+        );
+    }
+    assert!(home
+        .join(".claude/projects/-home-u-next/memory/MEMORY.md")
+        .is_file());
+}
+
+/// A process the agent leaves running waits for a session of the user's to start (its
+/// shell snapshot to appear) and appends to it: the user's next shell command there would
+/// run it, outside the wall.
+fn snapshot_waiter(home: &Path) -> String {
+    format!(
+        "for i in $(seq 100); do for f in '{d}'/snapshot-*.sh; do [ -f \"$f\" ] && echo '{PLANT}' >> \"$f\" && exit 0; done; sleep 0.05; done; exit 3",
+        d = home.join(".claude/shell-snapshots").display()
+    )
+}
+
+#[test]
+fn a_snapshot_of_a_session_started_while_the_agent_runs_is_out_of_its_reach() {
+    let run = |walled: bool| -> (String, std::process::Output) {
+        let sb = Sandbox::new(if walled {
+            "snapshot-race"
+        } else {
+            "snapshot-race-control"
+        });
+        let home = sb.home();
+        fs::create_dir_all(home.join(".claude/shell-snapshots")).expect("mkdir");
+        let script = snapshot_waiter(&home);
+        let mut c = if walled {
+            let mut c = sb.landwall();
+            c.args(["run", "--agent", "claude", "--", "sh", "-c", &script]);
+            c
+        } else {
+            let mut c = Command::new("sh");
+            c.args(["-c", &script]);
+            c
+        };
+        let child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // The user's session, outside the wall, makes its snapshot while the agent runs.
+        std::thread::sleep(Duration::from_millis(500));
+        let snap = home.join(".claude/shell-snapshots/snapshot-bash-2-def.sh");
+        fs::write(&snap, "the user's\n").expect("write snapshot");
+        let out = child.wait_with_output().expect("wait");
+        (fs::read_to_string(&snap).expect("read snapshot"), out)
+    };
+    let (snap, out) = run(true);
+    assert_eq!(snap, "the user's\n", "{}", describe(&out));
+    // It saw no snapshot at all: exit 3 after its wait.
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let (snap, out) = run(false);
+    assert!(snap.contains(PLANT), "control: {}", describe(&out));
 }

@@ -552,13 +552,19 @@ fn assert_state(agent: Agent, sb: &Sandbox, wt: &Path, open_home: bool) {
             if let Some(not) = not {
                 assert!(!not.exists(), "{} was written", not.display());
             }
-            let transcripts: Vec<_> = files_under(&home.join(".claude/projects"))
+            // In this project's own entry: the wall keeps the rest of ~/.claude/projects
+            // read-only, so a name landwall got wrong would lose the transcript.
+            let own = home
+                .join(".claude/projects")
+                .join(landwall::profile::claude_project_dir(wt));
+            let transcripts: Vec<_> = files_under(&own)
                 .into_iter()
                 .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
                 .collect();
             assert!(
                 has_call(&transcripts),
-                "no session transcript with the tool call under ~/.claude/projects: {transcripts:?}"
+                "no session transcript with the tool call under {}: {transcripts:?}",
+                own.display()
             );
         }
         Agent::OpenCode => {
