@@ -584,6 +584,14 @@ const AGENT_SHARED: &[(&str, Shared)] = &[
             reason: "Claude Code's session environment scripts: written by hooks, sourced before every shell command of their session",
         },
     ),
+    (
+        "codex",
+        Shared {
+            path: ".codex/shell_snapshots",
+            kept: Kept::Fresh,
+            reason: "Codex's shell snapshots: each session sources its own before every command it runs (found by review: a process left behind the wall wrote into the snapshot of the user's next session)",
+        },
+    ),
 ];
 
 /// The entries of a `<dir>/*` path of [`AGENT_CODE`] left writable, and why: what the agent

@@ -294,6 +294,10 @@ fn run(args: DaemonArgs) -> Result<(), DrainError> {
         }
     };
 
+    // What a daemon that was killed (SIGKILL, a crash) left of its jobs' own temporary
+    // directories goes now, before any job of this one's is made.
+    remove_dead_tmp_dirs();
+
     // Before the wall: a delegated cgroup's daemon moves itself into a leaf first.
     // Said once the daemon serves (a daemon that refuses to says only why).
     let cgroups = cgroup::detect(std::process::id(), &spool_root);
@@ -1386,6 +1390,49 @@ fn own_tmp_dir(id: &str) -> io::Result<PathBuf> {
         )));
     }
     Ok(dir)
+}
+
+/// Removes each job's own temporary directory ([`own_tmp_dir`]) left by a daemon that no
+/// longer runs: one named after a process that does not exist, a plain directory owned by
+/// this daemon's user (a link, or another user's, is not ours and stays). A process that
+/// took the dead daemon's number keeps them until it is gone too.
+fn remove_dead_tmp_dirs() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(TMP_PARENT) else {
+        return;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("landwall-job-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+            .filter(|&p| p > 0)
+        else {
+            continue;
+        };
+        let dead = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if !dead || !ours {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => log::info!(
+                "removed {}, left by a daemon that ended without removing it",
+                path.display()
+            ),
+            Err(e) => log::warn!(
+                "could not remove {}, left by a daemon that ended: {e}",
+                path.display()
+            ),
+        }
+    }
 }
 
 /// The one line that stops the daemon (or a reload) when the configuration gives every job

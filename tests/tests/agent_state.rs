@@ -225,51 +225,53 @@ fn claude_sessions_walled(unprivileged: bool) {
 }
 
 /// A process the agent leaves running waits for a session of the user's to start (its
-/// shell snapshot to appear) and appends to it: the user's next shell command there would
-/// run it, outside the wall.
-fn snapshot_waiter(home: &Path) -> String {
+/// shell snapshot to appear in `dir`) and appends to it: the user's next shell command there
+/// would run it, outside the wall.
+fn snapshot_waiter(dir: &Path) -> String {
     format!(
-        "for i in $(seq 100); do for f in '{d}'/snapshot-*.sh; do [ -f \"$f\" ] && echo '{PLANT}' >> \"$f\" && exit 0; done; sleep 0.05; done; exit 3",
-        d = home.join(".claude/shell-snapshots").display()
+        "for i in $(seq 100); do for f in '{d}'/*.sh; do [ -f \"$f\" ] && echo '{PLANT}' >> \"$f\" && exit 0; done; sleep 0.05; done; exit 3",
+        d = dir.display()
     )
 }
 
+/// Claude Code's and Codex's shell snapshots, each in its agent's launch.
 #[test]
 fn a_snapshot_of_a_session_started_while_the_agent_runs_is_out_of_its_reach() {
-    let run = |walled: bool| -> (String, std::process::Output) {
-        let sb = Sandbox::new(if walled {
-            "snapshot-race"
-        } else {
-            "snapshot-race-control"
-        });
-        let home = sb.home();
-        fs::create_dir_all(home.join(".claude/shell-snapshots")).expect("mkdir");
-        let script = snapshot_waiter(&home);
-        let mut c = if walled {
-            let mut c = sb.landwall();
-            c.args(["run", "--agent", "claude", "--", "sh", "-c", &script]);
-            c
-        } else {
-            let mut c = Command::new("sh");
-            c.args(["-c", &script]);
-            c
+    for (agent, rel) in [
+        ("claude", ".claude/shell-snapshots"),
+        ("codex", ".codex/shell_snapshots"),
+    ] {
+        let run = |walled: bool| -> (String, std::process::Output) {
+            let sb = Sandbox::new(&format!("snapshot-race-{agent}-{walled}"));
+            let dir = sb.home().join(rel);
+            fs::create_dir_all(&dir).expect("mkdir");
+            let script = snapshot_waiter(&dir);
+            let mut c = if walled {
+                let mut c = sb.landwall();
+                c.args(["run", "--agent", agent, "--", "sh", "-c", &script]);
+                c
+            } else {
+                let mut c = Command::new("sh");
+                c.args(["-c", &script]);
+                c
+            };
+            let child = c
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            // The user's session, outside the wall, makes its snapshot while the agent runs.
+            std::thread::sleep(Duration::from_millis(500));
+            let snap = dir.join("snapshot-bash-2-def.sh");
+            fs::write(&snap, "the user's\n").expect("write snapshot");
+            let out = child.wait_with_output().expect("wait");
+            (fs::read_to_string(&snap).expect("read snapshot"), out)
         };
-        let child = c
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        // The user's session, outside the wall, makes its snapshot while the agent runs.
-        std::thread::sleep(Duration::from_millis(500));
-        let snap = home.join(".claude/shell-snapshots/snapshot-bash-2-def.sh");
-        fs::write(&snap, "the user's\n").expect("write snapshot");
-        let out = child.wait_with_output().expect("wait");
-        (fs::read_to_string(&snap).expect("read snapshot"), out)
-    };
-    let (snap, out) = run(true);
-    assert_eq!(snap, "the user's\n", "{}", describe(&out));
-    // It saw no snapshot at all: exit 3 after its wait.
-    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
-    let (snap, out) = run(false);
-    assert!(snap.contains(PLANT), "control: {}", describe(&out));
+        let (snap, out) = run(true);
+        assert_eq!(snap, "the user's\n", "{agent}: {}", describe(&out));
+        // It saw no snapshot at all: exit 3 after its wait.
+        assert_eq!(out.status.code(), Some(3), "{agent}: {}", describe(&out));
+        let (snap, out) = run(false);
+        assert!(snap.contains(PLANT), "{agent}: control: {}", describe(&out));
+    }
 }

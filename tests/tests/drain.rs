@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use landwall_e2e::{bin_dir, helper, run, stderr, stdout, Sandbox};
+use landwall_e2e::{bin_dir, chown_tree, helper, run, stderr, stdout, test_user, Sandbox};
 
 const EXIT_SPOOL: i32 = 74;
 const EXIT_LOCKED: i32 = 75;
@@ -2185,6 +2185,61 @@ fn each_job_has_its_own_tmp_and_dev_shm_gone_with_it() {
         !listed.contains(&format!("{tag}-own\n")) && listed.contains("end"),
         "the next job saw the first one's file: {listed}"
     );
+}
+
+/// A walled daemon killed mid-job (SIGKILL: nothing of it runs to remove anything) leaves
+/// its job's own directory in /tmp; the next daemon to start removes it, and leaves alone
+/// such a directory of a daemon that still runs, and one of another user's.
+#[test]
+fn a_killed_daemons_job_directories_are_removed_by_the_next_daemon() {
+    let d = Drain::new("drain-dead-tmp");
+    let wt = d.wt("w");
+    let mark = wt.join("tmpdir");
+    d.submit_sh(
+        &wt,
+        &format!(
+            "[ -f {m} ] && exit 0; echo left > $TMPDIR/file; echo $TMPDIR > {m}; exec sleep 59.0417",
+            m = mark.display()
+        ),
+    );
+    let mut daemon = d.start("first", &[], &[("LANDWALL_DRAIN_SANDBOX", "1")]);
+    wait_for("the job's TMPDIR", || {
+        fs::read_to_string(&mark).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let own = PathBuf::from(fs::read_to_string(&mark).expect("mark").trim());
+    let sleeping = || {
+        Command::new("pgrep")
+            .args(["-f", "sleep 59.0417"])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    wait_for("the job's sleep", sleeping);
+    daemon.kill9();
+    // The job, which a killed daemon does not end, is ended here (it may be in a PID
+    // namespace of its own: found by its command line).
+    let _ended = Command::new("pkill")
+        .args(["-9", "-f", "sleep 59.0417"])
+        .status();
+    // Control: nothing removed it.
+    assert!(own.join("file").exists(), "{}", daemon.log());
+    // Beside it, one of a daemon that runs (this test's process) and one of another user's.
+    let alive = PathBuf::from(format!("/tmp/landwall-job-{}-x-0", std::process::id()));
+    let theirs = PathBuf::from(format!("/tmp/landwall-job-{}-x-1", daemon.pid()));
+    for dir in [&alive, &theirs] {
+        fs::create_dir_all(dir).expect("mkdir");
+    }
+    let (uid, gid) = test_user();
+    chown_tree(&theirs, uid, gid);
+    let mut next = d.drain();
+    next.arg("--once").env("LANDWALL_DRAIN_SANDBOX", "1");
+    let out = run(&mut next);
+    let left = (own.exists(), alive.exists(), theirs.exists());
+    for dir in [&alive, &theirs] {
+        let _cleanup = fs::remove_dir_all(dir);
+    }
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(left, (false, true, true), "{}", stderr(&out));
 }
 
 #[test]
