@@ -335,6 +335,38 @@ const AGENT_CODE: &[(&str, Code)] = &[
     (
         "opencode",
         Code {
+            path: ".local/share/opencode/snapshot/*/*/config",
+            make: None,
+            reason: "the git configuration of OpenCode's snapshot repository of a project (found by review): OpenCode runs git with it in that project at every step, with or without the shim (`core.fsmonitor` names a program)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".local/share/opencode/snapshot/*/*/hooks",
+            make: None,
+            reason: "the git hooks of OpenCode's snapshot repository of a project",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".local/share/opencode/snapshot/*/*/commondir",
+            make: None,
+            reason: "where the git of OpenCode's snapshot repository of a project takes its configuration from",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".local/share/opencode/snapshot/*/*/config.worktree",
+            make: None,
+            reason: "more git configuration of OpenCode's snapshot repository of a project",
+        },
+    ),
+    (
+        "opencode",
+        Code {
             path: ".config/opencode/*",
             make: None,
             reason: "OpenCode's configuration directory, every entry that is there (found by review): beside its configuration, plugins, tools, agents and commands, the npm packages they import and the files they import by path, code OpenCode runs in every project",

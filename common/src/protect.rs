@@ -1038,6 +1038,23 @@ pub fn agent_state(
         };
         let sub = sub.to_string_lossy().into_owned();
         let base = std::fs::canonicalize(&top).unwrap_or(top);
+        if sub.contains(ANY) {
+            // `*` in the middle: each entry that is there now (OpenCode's snapshot git
+            // dirs); nothing if none is.
+            for one in expand(&base, &sub) {
+                if one.contains(ANY) {
+                    continue;
+                }
+                let rel = base.join(&one);
+                let rel = rel.strip_prefix(home).unwrap_or(&rel);
+                let named = format!("{HOME_PREFIX}{}", rel.display());
+                walk(p, &base, &one, &named, Cow::Borrowed(code.reason))?;
+            }
+            if !bases.contains(&base) {
+                bases.push(base);
+            }
+            continue;
+        }
         walk(p, &base, &sub, &named, Cow::Borrowed(code.reason))?;
         if !bases.contains(&base) {
             bases.push(base.clone());

@@ -1614,7 +1614,10 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
     };
     let base = std::ffi::CString::new(a.base.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let mut dir = match sys::open_no_symlinks(None, &base, libc::O_RDONLY | libc::O_DIRECTORY) {
+    // Each directory on the way is opened `O_PATH`: looked at and renamed in, never listed,
+    // so the watcher's wall need grant only the nearest one that existed at the start
+    // (found when the way down is longer: OpenCode's snapshot git dirs).
+    let mut dir = match sys::open_no_symlinks(None, &base, libc::O_PATH | libc::O_DIRECTORY) {
         Ok(d) => d,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) => return Err(e),
@@ -1662,7 +1665,7 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
             // A file where a directory would be: the protected path cannot exist.
             return Ok(None);
         }
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         if st.st_mode & 0o700 != 0o700 {
             let held = open_for_owner(&dir, name.as_os_str())?;
             opened.push(held);

@@ -20,11 +20,13 @@ const PLANT: &str = "planted by the agent";
 /// before the launch ([`user_entries`]).
 const ENTRY: &str = "lib";
 
-/// Makes the entries `*` stands for.
+/// Makes the entries `*` stands for (`~/.config/opencode/lib`, the snapshot git dir
+/// `~/.local/share/opencode/snapshot/lib/lib`).
 fn user_entries(home: &Path) {
     for (_, code) in agent_code() {
-        if let Some(dir) = code.path.strip_suffix("/*") {
-            fs::create_dir_all(home.join(dir).join(ENTRY)).expect("mkdir");
+        if let Some(last) = code.path.rfind('*') {
+            let dir = code.path[..=last].replace('*', ENTRY);
+            fs::create_dir_all(home.join(dir)).expect("mkdir");
         }
     }
 }
