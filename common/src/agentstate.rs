@@ -337,6 +337,80 @@ pub fn guard(config_dir: &Path, name: &str, user: &Path) -> io::Result<Guarded> 
     Ok(Guarded::PutBack(changed))
 }
 
+/// The keys of OpenCode's `auth.json` (`name` in `dir`) whose entry is of type `wellknown`
+/// ([`crate::protect::Guard::WellKnown`]); none where it is absent. One that cannot be read
+/// as JSON is an error.
+pub fn wellknown(dir: &Path, name: &str) -> io::Result<Vec<String>> {
+    match read_json_in(dir, name)? {
+        None => Ok(Vec::new()),
+        Some((_, Ok(v), _)) => Ok(wellknown_of(&v)),
+        Some((_, Err(e), _)) => Err(io::Error::other(e)),
+    }
+}
+
+fn wellknown_of(v: &Value) -> Vec<String> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, e)| e.get("type").and_then(Value::as_str) == Some("wellknown"))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// What is read of a JSON state file: `dir`'s descriptor, the content (or why it is not a
+/// JSON file of bounded size) and the file's mode.
+type JsonRead = (OwnedFd, Result<Value, String>, u32);
+
+/// `dir` opened without following a link, and `name` in it read and parsed as JSON: `None`
+/// if it is absent.
+fn read_json_in(dir: &Path, name: &str) -> io::Result<Option<JsonRead>> {
+    let dir_c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = crate::sys::open_no_symlinks(None, &dir_c, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let Some(file) = open_in(&fd, OsStr::new(name))? else {
+        return Ok(None);
+    };
+    let mode = std::os::unix::fs::PermissionsExt::mode(&file.metadata()?.permissions());
+    let v = read_bounded(file)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_slice::<Value>(&t).map_err(|e| e.to_string()));
+    Ok(Some((fd, v, mode)))
+}
+
+/// Removes from OpenCode's `auth.json` (`name` in `dir`) each `wellknown` entry whose key is
+/// not in `start`; returns the keys removed. The rest (the credentials OpenCode refreshed
+/// meanwhile) is kept. One that cannot be read as JSON is moved aside, as its entries cannot
+/// be judged (OpenCode asks to sign in again).
+pub fn drop_new_wellknown(dir: &Path, name: &str, start: &[String]) -> io::Result<Vec<String>> {
+    let (fd, mut v, mode) = match read_json_in(dir, name)? {
+        None => return Ok(Vec::new()),
+        Some((fd, Ok(v), mode)) => (fd, v, mode),
+        Some((fd, Err(e), _)) => {
+            let aside = crate::rename_aside(fd.as_fd(), OsStr::new(name), OsStr::new(name))?;
+            return Ok(vec![format!(
+                "all of it ({e}: moved aside to {})",
+                dir.join(aside).display()
+            )]);
+        }
+    };
+    let new: Vec<String> = wellknown_of(&v)
+        .into_iter()
+        .filter(|k| !start.contains(k))
+        .collect();
+    if new.is_empty() {
+        return Ok(new);
+    }
+    if let Some(o) = v.as_object_mut() {
+        for k in &new {
+            o.remove(k);
+        }
+    }
+    let mut out = serde_json::to_vec_pretty(&v).map_err(io::Error::other)?;
+    out.push(b'\n');
+    write_replacing(&fd, OsStr::new(name), &out, mode)?;
+    Ok(new)
+}
+
 /// Writes `bytes` to a new file in `dir` and renames it over `name`.
 fn write_replacing(dir: &OwnedFd, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
     use nix::fcntl::{openat, renameat, OFlag};

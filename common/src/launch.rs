@@ -164,7 +164,11 @@ pub fn wall_and_exec<K: Kernel>(kernel: &mut K, policy: &Policy, exec: &Exec) ->
     }
     let sweep = &policy.protection;
     let held = &policy.protection.held;
-    if policy.quarantine.is_some() || !sweep.absent.is_empty() || sweep.submodules.is_some() {
+    if policy.quarantine.is_some()
+        || !sweep.absent.is_empty()
+        || sweep.submodules.is_some()
+        || !sweep.guards.is_empty()
+    {
         if let Err(e) = kernel.watch(policy.quarantine.as_ref(), sweep, policy.min_abi) {
             return Error::Watcher(e);
         }

@@ -142,7 +142,10 @@ pub fn build_policy(
     )?;
     refuse_agent_written_grants(&policy, config, &again)?;
     if agent == "claude" {
-        guard_claude_json(&policy, home, vars)?;
+        policy.protection.guards = guard_claude_json(&policy, home, vars)?;
+    }
+    if let Some(g) = guard_wellknown(&policy, home, vars) {
+        policy.protection.guards.push(g);
     }
     // The record of what is the user's own, where the agent can write nothing.
     if !policy.protection.is_empty() {
@@ -340,11 +343,16 @@ fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
 /// ([`crate::agentstate`]), where the agent's copy is one it may write and the user's
 /// `~/.claude.json` one it may not: under the private and read-only homes, where the agent
 /// gets `CLAUDE_CONFIG_DIR` from the shim. Says each key put back.
-fn guard_claude_json(policy: &Policy, home: Option<&Path>, vars: &Vars) -> Result<(), Error> {
+fn guard_claude_json(
+    policy: &Policy,
+    home: Option<&Path>,
+    vars: &Vars,
+) -> Result<Vec<crate::protect::Guard>, Error> {
+    let mut guards = Vec::new();
     // Set by the user, it names the user's own copy too (docs/escape.md): there is nothing
     // of the user's to judge it against.
     if var(vars, "CLAUDE_CONFIG_DIR").is_some() {
-        return Ok(());
+        return Ok(guards);
     }
     let from_default = policy
         .env_defaults
@@ -352,11 +360,11 @@ fn guard_claude_json(policy: &Policy, home: Option<&Path>, vars: &Vars) -> Resul
         .find(|(k, _)| k == "CLAUDE_CONFIG_DIR")
         .map(|(_, v)| v.as_os_str());
     let (Some(dir), Some(home)) = (from_default, home) else {
-        return Ok(());
+        return Ok(guards);
     };
     let writes = |p: &Path| policy.decide(p).rule.is_some_and(|r| r.access.writes());
     let (Ok(dir), Ok(home)) = (std::fs::canonicalize(dir), std::fs::canonicalize(home)) else {
-        return Ok(());
+        return Ok(guards);
     };
     let user = home.join(crate::agentstate::NAME);
     for name in [crate::agentstate::NAME, crate::agentstate::OLD_NAME] {
@@ -365,8 +373,43 @@ fn guard_claude_json(policy: &Policy, home: Option<&Path>, vars: &Vars) -> Resul
             continue;
         }
         guard_one(&dir, name, &copy, &user)?;
+        guards.push(crate::protect::Guard::ClaudeJson {
+            dir: dir.clone(),
+            name,
+            user: user.clone(),
+        });
     }
-    Ok(())
+    Ok(guards)
+}
+
+/// OpenCode's `auth.json` (under `$XDG_DATA_HOME`, or `~/.local/share`), where this launch
+/// may write it: the addresses of its `wellknown` entries now, for the watcher to remove
+/// those the agent adds ([`crate::protect::Guard::WellKnown`]). One that cannot be read as
+/// JSON now has none that OpenCode would fetch; at the end it is moved aside.
+fn guard_wellknown(
+    policy: &Policy,
+    home: Option<&Path>,
+    vars: &Vars,
+) -> Option<crate::protect::Guard> {
+    const NAME: &str = "auth.json";
+    let data = match var(vars, "XDG_DATA_HOME") {
+        Some(d) if Path::new(d).is_absolute() => PathBuf::from(d),
+        _ => home?.join(".local/share"),
+    };
+    let dir = std::fs::canonicalize(data.join("opencode")).ok()?;
+    if !policy
+        .decide(&dir.join(NAME))
+        .rule
+        .is_some_and(|r| r.access.writes())
+    {
+        return None;
+    }
+    let start = crate::agentstate::wellknown(&dir, NAME).unwrap_or_default();
+    Some(crate::protect::Guard::WellKnown {
+        dir,
+        name: NAME,
+        start,
+    })
 }
 
 /// [`guard_claude_json`] of one file, `copy` (`name` in `dir`).

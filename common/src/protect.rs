@@ -483,6 +483,31 @@ pub struct Protection {
     /// A main checkout's: where its linked worktrees are registered, so that one the agent
     /// adds inside the wall is judged ([`added`]).
     pub registry: Option<Registry>,
+    /// State files of mixed content the watcher judges again when the launch ends.
+    pub guards: Vec<Guard>,
+}
+
+/// A state file the agent must be able to write, with parts only the user may change:
+/// judged before the wall goes up, and again by the watcher when the launch ends, so that
+/// what the agent wrote there does not reach the agent run without the shim, nor the next
+/// launch. `dir` is real; `name` is looked at there, never following a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// Claude Code's copy (`.claude.json`, `.config.json` in `dir`): its MCP servers made
+    /// those of the user's `user` ([`crate::agentstate::guard`]).
+    ClaudeJson {
+        dir: PathBuf,
+        name: &'static str,
+        user: PathBuf,
+    },
+    /// OpenCode's `auth.json`: an entry of type `wellknown` makes OpenCode fetch its
+    /// configuration (MCP commands, plugins) from that address at every start, walled or
+    /// not. Those that were not there at the start (`start`) are removed.
+    WellKnown {
+        dir: PathBuf,
+        name: &'static str,
+        start: Vec<String>,
+    },
 }
 
 /// Where a main checkout registers its linked worktrees (`<git dir>/worktrees/<id>`), and

@@ -1069,6 +1069,54 @@ fn run(
     for (subs, was) in nested {
         judge_nested(subs, was, swept);
     }
+    for g in &protection.guards {
+        if let Some(line) = guard_line(g) {
+            swept.lines.push(line);
+        }
+    }
+}
+
+/// Judges `g` again as the launch ends: what was put back or removed, in one line.
+fn guard_line(g: &crate::protect::Guard) -> Option<String> {
+    use crate::protect::Guard;
+    match g {
+        Guard::ClaudeJson { dir, name, user } => {
+            let copy = dir.join(name);
+            match crate::agentstate::guard(dir, name, user) {
+                Ok(crate::agentstate::Guarded::Same) => None,
+                Ok(crate::agentstate::Guarded::PutBack(keys)) => Some(format!(
+                    "{}: put back {} as {} has them, after the agent changed them",
+                    copy.display(),
+                    keys.join(", "),
+                    user.display()
+                )),
+                Ok(crate::agentstate::Guarded::SetAside(to)) => Some(format!(
+                    "{} could not be read as JSON after the agent: moved aside to {}",
+                    copy.display(),
+                    to.display()
+                )),
+                Err(e) => Some(format!(
+                    "{} could not be judged after the agent ({e}): its MCP servers may be the agent's; look before you run Claude Code there",
+                    copy.display()
+                )),
+            }
+        }
+        Guard::WellKnown { dir, name, start } => {
+            let file = dir.join(name);
+            match crate::agentstate::drop_new_wellknown(dir, name, start) {
+                Ok(removed) if removed.is_empty() => None,
+                Ok(removed) => Some(format!(
+                    "{}: removed the `wellknown` entries the agent added ({}): OpenCode fetches its configuration from each, walled or not; add one yourself with `opencode auth login URL` outside the wall",
+                    file.display(),
+                    removed.join(", ")
+                )),
+                Err(e) => Some(format!(
+                    "{} could not be judged after the agent ({e}): a `wellknown` entry in it may be the agent's; look before you run OpenCode",
+                    file.display()
+                )),
+            }
+        }
+    }
 }
 
 /// Sets aside the `.git` of each submodule of a nested worktree's index that git would
@@ -1415,6 +1463,33 @@ pub fn wall_self(
         }
         for g in &subs.git_dirs {
             add(g, Access::ReadOnly);
+        }
+    }
+    // The state files judged again at the end: their directory (a new copy is renamed over
+    // the file), and the user's file read.
+    for g in &protection.guards {
+        let (dir, user) = match g {
+            crate::protect::Guard::ClaudeJson { dir, user, .. } => (dir, Some(user)),
+            crate::protect::Guard::WellKnown { dir, .. } => (dir, None),
+        };
+        if !rules
+            .iter()
+            .any(|r| dir.starts_with(&r.path) && r.access.writes())
+        {
+            rules.push(Rule {
+                path: dir.clone(),
+                access: Access::ReadWrite,
+                is_dir: true,
+                reason: "a state file judged at the end".into(),
+            });
+        }
+        if let Some(user) = user.filter(|u| u.is_file()) {
+            rules.push(Rule {
+                path: user.clone(),
+                access: Access::ReadOnly,
+                is_dir: false,
+                reason: "the user's file it is judged against".into(),
+            });
         }
     }
     for (path, access, is_dir) in [

@@ -277,3 +277,102 @@ fn a_snapshot_of_a_session_started_while_the_agent_runs_is_out_of_its_reach() {
         assert!(snap.contains(PLANT), "{agent}: control: {}", describe(&out));
     }
 }
+
+/// Adds an MCP server to Claude Code's copy of `.claude.json`, and a `wellknown` entry
+/// to OpenCode's `auth.json` beside a credential it refreshes: both read again by the agent
+/// started without the shim, or by the next launch.
+fn mixed_state_script(home: &Path) -> String {
+    let py = r#"
+import json
+try:
+    p = 'CLAUDE'
+    c = json.load(open(p)); c['mcpServers'] = {'lw': {'command': 'sh', 'args': ['-c', 'touch /tmp/lw']}}
+    open(p, 'w').write(json.dumps(c))
+except OSError: pass
+try:
+    p = 'AUTH'
+    a = json.load(open(p)); a['http://127.0.0.1:18765'] = {'type': 'wellknown', 'key': 'k', 'token': 't'}
+    a['anthropic']['key'] = 'refreshed'
+    open(p, 'w').write(json.dumps(a))
+except OSError: pass
+"#
+    .replace("CLAUDE", &home.join(".claude/.claude.json").display().to_string())
+    .replace(
+        "AUTH",
+        &home.join(".local/share/opencode/auth.json").display().to_string(),
+    );
+    format!("python3 - <<'PY'\n{py}\nPY")
+}
+
+fn mixed_state(home: &Path) {
+    fs::create_dir_all(home.join(".claude")).expect("mkdir");
+    fs::write(home.join(".claude/.claude.json"), "{\"numStartups\": 3}").expect("write");
+    let data = home.join(".local/share/opencode");
+    fs::create_dir_all(&data).expect("mkdir");
+    fs::write(
+        data.join("auth.json"),
+        r#"{"anthropic": {"type": "api", "key": "k"}, "https://corp.example.org": {"type": "wellknown", "key": "X", "token": "t"}}"#,
+    )
+    .expect("write");
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(path).expect("read")).expect("json")
+}
+
+/// Each file is judged again when the launch ends: what the agent added that names code is
+/// gone before anything reads it next, what it refreshed stays.
+#[test]
+fn what_names_code_in_mixed_state_files_is_judged_again_when_the_launch_ends() {
+    for agent in ["claude", "opencode"] {
+        let sb = Sandbox::new(&format!("mixed-state-{agent}"));
+        let home = sb.home();
+        mixed_state(&home);
+        let mut c = sb.landwall();
+        c.args([
+            "run",
+            "--agent",
+            agent,
+            "--",
+            "sh",
+            "-c",
+            &mixed_state_script(&home),
+        ]);
+        let out = output(&mut c);
+        let auth = json(&home.join(".local/share/opencode/auth.json"));
+        if agent == "opencode" {
+            // Under the private home only OpenCode's launch may write auth.json.
+            assert!(out.status.success(), "{agent}: {}", describe(&out));
+            assert!(
+                auth.get("http://127.0.0.1:18765").is_none(),
+                "{auth}\n{}",
+                describe(&out)
+            );
+            assert_eq!(auth["anthropic"]["key"], "refreshed", "{auth}");
+            assert_eq!(
+                auth["https://corp.example.org"]["type"], "wellknown",
+                "{auth}"
+            );
+        } else {
+            let claude = json(&home.join(".claude/.claude.json"));
+            assert!(
+                claude.get("mcpServers").is_none(),
+                "{claude}\n{}",
+                describe(&out)
+            );
+            assert_eq!(claude["numStartups"], 3, "{claude}");
+        }
+    }
+    // Control: without the wall both land and stay.
+    let sb = Sandbox::new("mixed-state-control");
+    let home = sb.home();
+    mixed_state(&home);
+    let out = output(Command::new("sh").args(["-c", &mixed_state_script(&home)]));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(json(&home.join(".claude/.claude.json"))
+        .get("mcpServers")
+        .is_some());
+    assert!(json(&home.join(".local/share/opencode/auth.json"))
+        .get("http://127.0.0.1:18765")
+        .is_some());
+}
