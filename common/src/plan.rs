@@ -88,6 +88,11 @@ pub fn resolve_command(cmd: &OsStr, vars: &Vars) -> Result<PathBuf, Error> {
 /// `cwd_from_getcwd`: `cwd` is what getcwd(2) returned just now. The kernel builds that path
 /// from the directory itself, so it is real (absolute, no symlinks) and its components need
 /// no `lstat` each; a path from anywhere else (a spooled job's) is resolved.
+///
+/// `launch`: the policy is for a launch, which first makes the agents' state it holds
+/// (empty, where empty means none) and puts back the command-bearing keys of Claude Code's
+/// `.claude.json`. A policy only looked at (`policy`, `check`, `doctor`) changes nothing.
+#[allow(clippy::too_many_arguments)]
 pub fn build_policy(
     agent: &str,
     real: Option<&Path>,
@@ -96,6 +101,7 @@ pub fn build_policy(
     worktree_override: Option<&Path>,
     vars: &Vars,
     config: &Config,
+    launch: bool,
 ) -> Result<Policy, Error> {
     let override_dir = worktree_override.or_else(|| var(vars, "LANDWALL_WORKTREE").map(Path::new));
     // One resolver for discovery and the policy: the worktree's paths are resolved once.
@@ -113,7 +119,7 @@ pub fn build_policy(
     if let (true, Some(home)) = (config.home.has_state_dirs(), home) {
         ensure_state_dirs(agent, home)?;
     }
-    if let Some(home) = home {
+    if let (true, Some(home)) = (launch, home) {
         make_agent_code(agent, home, &policy::own_projects(&wt));
     }
     let is_root = nix::unistd::geteuid().is_root();
@@ -141,10 +147,10 @@ pub fn build_policy(
         resolver,
     )?;
     refuse_agent_written_grants(&policy, config, &again)?;
-    if agent == "claude" {
+    if launch && agent == "claude" {
         policy.protection.guards = guard_claude_json(&policy, home, vars)?;
     }
-    if let Some(g) = guard_wellknown(&policy, home, vars) {
+    if let Some(g) = guard_wellknown(&policy, home, vars).filter(|_| launch) {
         policy.protection.guards.push(g);
     }
     // The record of what is the user's own, where the agent can write nothing.

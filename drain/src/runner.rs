@@ -151,6 +151,7 @@ fn walled_exec(args: RunJobArgs) -> Result<Infallible, Error> {
         Some(&args.worktree),
         &policy_vars,
         &config,
+        true,
     )?;
     // The daemon checked this real path against the roots; if it resolves elsewhere now (a
     // directory swapped for a symlink since), refuse rather than wall the job in elsewhere.

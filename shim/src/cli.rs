@@ -197,6 +197,7 @@ fn build(
         worktree,
         vars,
         &config,
+        false,
     )?;
     Ok((policy, real))
 }
@@ -641,6 +642,7 @@ fn run(
         worktree,
         vars,
         &config,
+        true,
     )?;
     let exec = plan::prepare(&policy, &program, &command, vars)?;
     Err(launch::wall_and_exec(

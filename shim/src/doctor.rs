@@ -356,7 +356,7 @@ fn in_home(home: &Path, path: &Path) -> String {
 fn cwd_policy(vars: &plan::Vars, config: &config::Config) -> Result<Policy, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("exposure    cannot read the cwd: {e}"))?;
-    plan::build_policy("claude", None, &cwd, true, None, vars, config).map_err(|e| {
+    plan::build_policy("claude", None, &cwd, true, None, vars, config, false).map_err(|e| {
         format!(
             "exposure    no policy for {}: {}",
             shown(&cwd),

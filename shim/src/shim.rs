@@ -43,7 +43,7 @@ fn walled_exec(agent: &str, argv: Vec<OsString>) -> Result<Infallible, Error> {
             source,
         })
     })?;
-    let policy = plan::build_policy(agent, Some(&real), &cwd, true, None, &vars, &config)?;
+    let policy = plan::build_policy(agent, Some(&real), &cwd, true, None, &vars, &config, true)?;
     log::debug!("policy: {policy:?}");
     let exec = plan::prepare(&policy, &real, &argv, &vars)?;
     Err(launch::wall_and_exec(

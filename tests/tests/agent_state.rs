@@ -376,3 +376,62 @@ fn what_names_code_in_mixed_state_files_is_judged_again_when_the_launch_ends() {
         .get("http://127.0.0.1:18765")
         .is_some());
 }
+
+/// Every path under `dir` with its content (a directory's as empty).
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).expect("read_dir").flatten() {
+            let p = e.path();
+            if e.file_type().expect("type").is_dir() {
+                todo.push(p.clone());
+                out.push((p, Vec::new()));
+            } else {
+                out.push((p.clone(), fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `policy`, `check` and `doctor` only look: they make none of the agents' state and put
+/// back nothing. A launch does both (the control).
+#[test]
+fn looking_at_the_policy_changes_nothing_in_the_home() {
+    let sb = Sandbox::new("policy-looks");
+    let home = sb.home();
+    mixed_state(&home);
+    // The agents' state directories are there, as after any launch (looking makes those
+    // that are not, empty, so that the policy shown is the launch's).
+    for dir in [".cache", ".codex", ".config/opencode", ".local/state/opencode"] {
+        fs::create_dir_all(home.join(dir)).expect("mkdir");
+    }
+    let before = tree(&home);
+    for args in [
+        &["policy", "--agent", "claude"][..],
+        &["policy", "--agent", "opencode"],
+        &["check", "--agent", "claude", "~/.claude/settings.json"],
+        &["doctor"],
+    ] {
+        let out = output(sb.landwall().args(args));
+        assert_eq!(
+            tree(&home),
+            before,
+            "`landwall {}` changed the home\n{}",
+            args.join(" "),
+            describe(&out)
+        );
+    }
+    let out = output(
+        sb.landwall()
+            .args(["run", "--agent", "claude", "--", "true"]),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_ne!(
+        tree(&home),
+        before,
+        "control: a launch makes the agent's state"
+    );
+}
