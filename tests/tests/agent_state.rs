@@ -405,7 +405,12 @@ fn looking_at_the_policy_changes_nothing_in_the_home() {
     mixed_state(&home);
     // The agents' state directories are there, as after any launch (looking makes those
     // that are not, empty, so that the policy shown is the launch's).
-    for dir in [".cache", ".codex", ".config/opencode", ".local/state/opencode"] {
+    for dir in [
+        ".cache",
+        ".codex",
+        ".config/opencode",
+        ".local/state/opencode",
+    ] {
         fs::create_dir_all(home.join(dir)).expect("mkdir");
     }
     let before = tree(&home);

@@ -937,8 +937,8 @@ fn state_plant(agent: Agent, walled: bool, script: bool) {
 }
 
 /// An MCP server planted in Claude Code's `.claude.json` from one project (the agent's copy
-/// behind the wall, `~/.claude/.claude.json`, which it may write) is put back before the next
-/// launch in another project, and said; the agent run there without the shim reads the
+/// behind the wall, `~/.claude/.claude.json`, which it may write) is put back as that launch
+/// ends (and before the next launch in another project), and said; the agent run there without the shim reads the
 /// user's `~/.claude.json`, never planted. `walled: false` is the control: planted without
 /// the shim, the server starts in the other project.
 fn claude_json_plant(walled: bool) {
@@ -981,12 +981,22 @@ fn claude_json_plant(walled: bool) {
             .unwrap_or_default()
             .contains("planted-ran")
     };
-    assert!(
-        planted(),
-        "the plant did not land in {}:\n{}",
-        copy.display(),
-        turn.describe()
-    );
+    if walled {
+        // Written behind the wall, put back as the launch ended, and said.
+        assert!(
+            !planted() && turn.stderr.contains("put back mcpServers"),
+            "the plant in {} was not put back as the launch ended:\n{}",
+            copy.display(),
+            turn.describe()
+        );
+    } else {
+        assert!(
+            planted(),
+            "the plant did not land in {}:\n{}",
+            copy.display(),
+            turn.describe()
+        );
+    }
     let mut runs = vec![("walled-there", Wall::Shim), ("unwalled-there", Wall::None)];
     if !walled {
         runs.retain(|(_, w)| *w == Wall::None);
@@ -1003,18 +1013,7 @@ fn claude_json_plant(walled: bool) {
                 "{run}: the planted server ran:\n{}",
                 turn.describe()
             );
-            assert!(
-                !planted(),
-                "{run}: the plant is still in {}",
-                copy.display()
-            );
-            if wall == Wall::Shim {
-                assert!(
-                    turn.stderr.contains("put back mcpServers"),
-                    "{run}: the launch did not say what it put back:\n{}",
-                    turn.describe()
-                );
-            }
+            assert!(!planted(), "{run}: the plant is in {}", copy.display());
         } else {
             assert!(
                 marker.exists(),
