@@ -383,6 +383,7 @@ fn guard_claude_json(
             dir: dir.clone(),
             name,
             user: user.clone(),
+            judged: crate::protect::file_ident(&copy),
         });
     }
     Ok(guards)
@@ -410,11 +411,13 @@ fn guard_wellknown(
     {
         return None;
     }
+    let judged = crate::protect::file_ident(&dir.join(NAME));
     let start = crate::agentstate::wellknown(&dir, NAME).unwrap_or_default();
     Some(crate::protect::Guard::WellKnown {
         dir,
         name: NAME,
         start,
+        judged,
     })
 }
 

@@ -499,6 +499,9 @@ pub enum Guard {
         dir: PathBuf,
         name: &'static str,
         user: PathBuf,
+        /// The copy as judged at the start ([`file_ident`]); unchanged at the end, it is not
+        /// judged again.
+        judged: Option<[i64; 4]>,
     },
     /// OpenCode's `auth.json`: an entry of type `wellknown` makes OpenCode fetch its
     /// configuration (MCP commands, plugins) from that address at every start, walled or
@@ -507,7 +510,21 @@ pub enum Guard {
         dir: PathBuf,
         name: &'static str,
         start: Vec<String>,
+        /// As [`Guard::ClaudeJson`]'s.
+        judged: Option<[i64; 4]>,
     },
+}
+
+/// What a file is, in numbers the agent cannot set back (device, inode and change time):
+/// the same at the end as at the start, nothing was written to it. `None` if absent, or if
+/// its change time is not older than the clock the kernel stamps it with (a write in the
+/// same tick, by the agent just started, would leave it as it is).
+pub fn file_ident(path: &Path) -> Option<[i64; 4]> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE).ok()?;
+    let older = (m.ctime(), m.ctime_nsec()) < (now.tv_sec(), now.tv_nsec());
+    older.then(|| [m.dev() as i64, m.ino() as i64, m.ctime(), m.ctime_nsec()])
 }
 
 /// Where a main checkout registers its linked worktrees (`<git dir>/worktrees/<id>`), and
@@ -1031,6 +1048,18 @@ pub fn agent_state(
     changes: &[Change],
     writable: &dyn Fn(&Path) -> bool,
 ) -> Result<Vec<PathBuf>, ProtectError> {
+    // The entries share their directories (`~/.config/opencode`, `~/.claude`), and each
+    // judgement resolves the path: each directory is judged once.
+    let seen = std::cell::RefCell::new(std::collections::HashMap::<PathBuf, bool>::new());
+    let writable = |p: &Path| -> bool {
+        if let Some(&w) = seen.borrow().get(p) {
+            return w;
+        }
+        let w = writable(p);
+        seen.borrow_mut().insert(p.to_path_buf(), w);
+        w
+    };
+    let writable: &dyn Fn(&Path) -> bool = &writable;
     let mut bases: Vec<PathBuf> = Vec::new();
     for (_, code) in crate::profile::agent_code() {
         let named = format!("{HOME_PREFIX}{}", code.path);

@@ -1078,9 +1078,17 @@ fn run(
 
 /// Judges `g` again as the launch ends: what was put back or removed, in one line.
 fn guard_line(g: &crate::protect::Guard) -> Option<String> {
-    use crate::protect::Guard;
+    use crate::protect::{file_ident, Guard};
     match g {
-        Guard::ClaudeJson { dir, name, user } => {
+        Guard::ClaudeJson {
+            dir, name, judged, ..
+        }
+        | Guard::WellKnown {
+            dir, name, judged, ..
+        } if judged.is_some() && file_ident(&dir.join(name)) == *judged => None,
+        Guard::ClaudeJson {
+            dir, name, user, ..
+        } => {
             let copy = dir.join(name);
             match crate::agentstate::guard(dir, name, user) {
                 Ok(crate::agentstate::Guarded::Same) => None,
@@ -1101,7 +1109,9 @@ fn guard_line(g: &crate::protect::Guard) -> Option<String> {
                 )),
             }
         }
-        Guard::WellKnown { dir, name, start } => {
+        Guard::WellKnown {
+            dir, name, start, ..
+        } => {
             let file = dir.join(name);
             match crate::agentstate::drop_new_wellknown(dir, name, start) {
                 Ok(removed) if removed.is_empty() => None,
