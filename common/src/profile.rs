@@ -261,6 +261,14 @@ const AGENT_CODE: &[(&str, Code)] = &[
         },
     ),
     (
+        "claude",
+        Code {
+            path: ".claude/agent-memory",
+            make: None,
+            reason: "Claude Code's subagents' memory of user scope: instructions each follows in every project (found by review)",
+        },
+    ),
+    (
         "codex",
         Code {
             path: ".codex/.env",

@@ -1074,6 +1074,51 @@ fn opencode_config_planted_without_the_shim_runs_in_another_project() {
     state_plant(Agent::OpenCode, false, false);
 }
 
+/// A session resumed behind the wall (`claude -p --continue`) in the same project gets its
+/// transcript back: the launch keeps the project's own entry of `~/.claude/projects`
+/// writable, however much of the rest it holds. The second turn's requests to the model
+/// carry the first turn's tool result.
+#[test]
+fn claude_resumes_its_session_behind_the_wall() {
+    let agent = Agent::Claude;
+    let cli = cli_bin_dir(agent);
+    let sb = Sandbox::new("agent-claude-resume");
+    init_repo(&sb);
+    let mark = "lw-first-turn-said-this";
+    let server = ModelServer::start(&sb, "first", vec![shell(&format!("echo {mark}"))]);
+    let cmd = agent_command(
+        agent,
+        &sb,
+        &server,
+        &cli,
+        &sb.wt(),
+        Wall::Shim,
+        Options::default(),
+    );
+    let turn = run_turn(cmd, &sb, "first", &server);
+    turn.assert_finished();
+    turn.assert_result_has(0, mark);
+    let server = ModelServer::start(&sb, "second", vec![shell("true")]);
+    let mut cmd = agent_command(
+        agent,
+        &sb,
+        &server,
+        &cli,
+        &sb.wt(),
+        Wall::Shim,
+        Options::default(),
+    );
+    cmd.arg("--continue");
+    let turn = run_turn(cmd, &sb, "second", &server);
+    turn.assert_finished();
+    // The stand-in records each tool result the requests carry: the resumed one's too.
+    assert!(
+        turn.log["tool_results"].to_string().contains(mark),
+        "the resumed session did not get its transcript back:\n{}",
+        turn.describe()
+    );
+}
+
 #[test]
 fn claude_writes_in_its_worktree() {
     writes_in_its_worktree(Agent::Claude);
