@@ -221,7 +221,11 @@ pub const PRIVATE_TMP: [&str; 2] = ["/tmp", "/dev/shm"];
 /// flags asked for. The first (`/tmp`) is the namespace's first mount: refused there
 /// (EPERM, inside another wall) it counts as a refused namespace.
 fn private_tmp(size: u64) -> Result<(), NsError> {
-    let data = CString::new(format!("mode=1777,size={size}"))
+    // Inodes capped too (one a 16 KiB of the size, at least 1024): each costs kernel memory
+    // that `size` does not count, so a job making millions of empty files would hold the
+    // host's memory however small its tmpfs.
+    let inodes = (size / (16 << 10)).max(1024);
+    let data = CString::new(format!("mode=1777,size={size},nr_inodes={inodes}"))
         .map_err(|_| failed("mounting a private /tmp")(io::Error::other("size")))?;
     for (i, place) in PRIVATE_TMP.iter().enumerate() {
         let path = Path::new(place);

@@ -2259,7 +2259,8 @@ fn a_job_writing_past_its_tmp_size_gets_enospc() {
     let id = d.submit_sh(
         &wt,
         &format!(
-            "for p in /tmp /dev/shm; do head -c 8M /dev/zero > $p/{tag}; echo \"$p rc=$? size=$(wc -c < $p/{tag})\"; done; df -k /tmp /dev/shm"
+            "for p in /tmp /dev/shm; do head -c 8M /dev/zero > $p/{tag}; echo \"$p rc=$? size=$(wc -c < $p/{tag})\"; done; df -k /tmp /dev/shm; \
+             rm -f /tmp/{tag}; mkdir /tmp/n; i=0; while [ $i -lt 3000 ] && true 2>/dev/null >/tmp/n/$i; do i=$((i+1)); done; echo files=$i"
         ),
     );
     d.once();
@@ -2284,6 +2285,16 @@ fn a_job_writing_past_its_tmp_size_gets_enospc() {
         );
     }
     assert!(log.contains("No space left on device"), "{log}");
+    // Its inodes are capped too (1024 for 4M: what size does not count).
+    let files: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("files="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no file count: {log}"));
+    assert!(
+        (900..1100).contains(&files),
+        "{files} files in a 4M tmpfs: {log}"
+    );
     // Control: the host's /dev/shm had room for it (the cap, not the host, stopped it).
     assert!(
         before.blocks_available() * before.fragment_size() > 16 << 20,
