@@ -483,9 +483,23 @@ fn make_agent_code(agent: &str, home: &Path, projects: &[PathBuf]) {
         let Some(Some(fd)) = dirs.iter().find(|(d, _)| *d == dir).map(|(_, fd)| fd) else {
             continue;
         };
-        let made = match make {
-            profile::Make::Dir => mkdirat(fd, name, Mode::from_bits_truncate(0o700)),
-            profile::Make::File(bytes) => openat(
+        let bytes = match make {
+            profile::Make::Dir => None,
+            profile::Make::File(bytes) => Some(bytes),
+            profile::Make::FileUnless(bytes, beside) => {
+                let found = beside.iter().any(|b| {
+                    nix::sys::stat::fstatat(fd, *b, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                        .is_ok()
+                });
+                if found {
+                    continue;
+                }
+                Some(bytes)
+            }
+        };
+        let made = match bytes {
+            None => mkdirat(fd, name, Mode::from_bits_truncate(0o700)),
+            Some(bytes) => openat(
                 fd,
                 name,
                 OFlag::O_WRONLY

@@ -151,6 +151,10 @@ pub enum Make {
     File(&'static [u8]),
     /// An empty directory.
     Dir,
+    /// A file with these bytes, unless one of these names is beside it: what the agent
+    /// itself writes at its first start where it finds none of them (OpenCode's
+    /// `opencode.jsonc`), so that its first walled launch finds it and it can be held.
+    FileUnless(&'static [u8], &'static [&'static str]),
 }
 
 /// Checked against each agent's documentation and its release's binary (the versions the
@@ -440,7 +444,12 @@ const AGENT_CODE: &[(&str, Code)] = &[
         "opencode",
         Code {
             path: ".config/opencode/opencode.jsonc",
-            make: None,
+            // OpenCode writes this where it finds no configuration file; made first, with
+            // the same bytes, so that a new user's walled launch does not set it aside.
+            make: Some(Make::FileUnless(
+                b"{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}",
+                &["opencode.json", "config.json"],
+            )),
             reason: "OpenCode's configuration (JSON with comments): the same commands",
         },
     ),
@@ -559,9 +568,42 @@ const AGENT_CODE: &[(&str, Code)] = &[
     (
         "opencode",
         Code {
+            path: ".cache/opencode/*",
+            make: None,
+            reason: "OpenCode's cache, every entry that is there: beside the catalogue, the catalogue of an address of your choosing (`models-<hash>.json`), packages, skills and programs it runs",
+        },
+    ),
+    (
+        "opencode",
+        Code {
             path: ".cache/opencode/bin",
             make: Some(Make::Dir),
             reason: "OpenCode runs the programs it downloaded there (ripgrep, language servers) without checking them (found by review)",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".cache/opencode/packages",
+            make: Some(Make::Dir),
+            reason: "the npm packages of OpenCode's plugins and of the model providers it does not carry, installed there once and imported by OpenCode in every project",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".cache/opencode/skills",
+            make: Some(Make::Dir),
+            reason: "the skills OpenCode downloaded from the addresses its configuration names: instructions and scripts, used in every project and not downloaded again while there",
+        },
+    ),
+    (
+        "opencode",
+        Code {
+            path: ".cache/opencode/models.json",
+            // Empty is not JSON: OpenCode then uses the catalogue it carries.
+            make: Some(Make::File(b"")),
+            reason: "OpenCode's model catalogue names each provider's npm package, which OpenCode installs and imports, and its address, where your key is sent",
         },
     ),
 ];

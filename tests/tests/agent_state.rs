@@ -46,7 +46,7 @@ fn target(home: &Path, path: &str, dir: bool) -> PathBuf {
 fn is_dir(path: &str, make: Option<Make>) -> bool {
     match make {
         Some(Make::Dir) => true,
-        Some(Make::File(_)) => false,
+        Some(Make::File(_) | Make::FileUnless(..)) => false,
         None => !Path::new(path)
             .file_name()
             .is_some_and(|n| n.to_string_lossy().contains('.')),

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use landwall_e2e::{bin_dir, Sandbox, SYSTEM_PATH};
+use landwall_e2e::{bin_dir, describe, output, Sandbox, SYSTEM_PATH};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -258,6 +258,8 @@ struct Options<'a> {
     /// Keep the agent's configuration as an earlier run left it, where there is one, but
     /// for the stand-in's address.
     keep_config: bool,
+    /// OpenCode only: an npm plugin its configuration names (installed by the test).
+    plugin: Option<&'a str>,
 }
 
 /// Writes the agent's configuration for the stand-in (as a user would, in `$HOME`) and
@@ -319,6 +321,10 @@ fn agent_command(
                 "autoupdate": false,
                 "share": "disabled",
             });
+            let mut config = config;
+            if let Some(plugin) = opts.plugin {
+                config["plugin"] = json!([plugin]);
+            }
             let file = dir.join("opencode.json");
             let config = match fs::read(&file) {
                 // Only the stand-in's address changes: what an earlier run planted stays.
@@ -818,11 +824,56 @@ fn works_under_strict_home(agent: Agent) {
     assert_state(agent, &sb, &sb.wt(), false);
 }
 
-/// The file of the agent's state that names commands it runs, and a shell command that
-/// plants one there: a hook, an MCP server, each running `touch <marker>`.
-fn plant(agent: Agent, sb: &Sandbox, marker: &Path, script: bool) -> (PathBuf, String) {
+/// What a plant in the agent's state changes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Plant {
+    /// The file that names commands the agent runs: a hook, an MCP server.
+    Config,
+    /// A script the user's own hook runs, kept in the state directory.
+    Script,
+    /// The code of a plugin the user installed, kept in the agent's cache (OpenCode's
+    /// `~/.cache/opencode/packages`).
+    Package,
+}
+
+/// The npm plugin the user's OpenCode configuration names in [`Plant::Package`]: a scope
+/// nobody publishes, never fetched (the user's copy is installed in the cache first).
+const PLUGIN: &str = "@landwall-test/plugin";
+
+/// The file of the agent's state that names commands it runs (or is run), and a shell
+/// command that plants `touch <marker>` there.
+fn plant(agent: Agent, sb: &Sandbox, marker: &Path, kind: Plant) -> (PathBuf, String) {
     let m = marker.display();
-    if script {
+    if kind == Plant::Package {
+        // The user's plugin, as OpenCode installed it at their first start.
+        let pkg = sb
+            .home()
+            .join(".cache/opencode/packages")
+            .join(PLUGIN)
+            .join("node_modules")
+            .join(PLUGIN);
+        fs::create_dir_all(&pkg).expect("mkdir the plugin's package");
+        fs::write(
+            pkg.join("package.json"),
+            json!({"name": PLUGIN, "version": "1.0.0", "type": "module", "main": "index.js"})
+                .to_string(),
+        )
+        .expect("write package.json");
+        fs::write(
+            pkg.join("index.js"),
+            "import { writeFileSync } from \"node:fs\";\nexport default { id: \"lw-test\", setup() {} };\n",
+        )
+        .expect("write index.js");
+        let index = pkg.join("index.js");
+        return (
+            index.clone(),
+            format!(
+                "echo 'writeFileSync(\"{m}\", \"\");' >> '{}'",
+                index.display()
+            ),
+        );
+    }
+    if kind == Plant::Script {
         // The user's own hook runs a script kept in the state directory: the agent rewrites
         // the script, not the settings.
         let hooks = sb.home().join(".claude/hooks");
@@ -870,17 +921,22 @@ fn plant(agent: Agent, sb: &Sandbox, marker: &Path, script: bool) -> (PathBuf, S
 /// the next walled launch in another project nor in the agent started there without the
 /// shim: the file was never writable behind the wall. `walled: false` is the control: the
 /// same plant made without the shim lands and runs in the other project.
-fn state_plant(agent: Agent, walled: bool, script: bool) {
+fn state_plant(agent: Agent, walled: bool, kind: Plant) {
     let cli = cli_bin_dir(agent);
     let tag = if walled { "walled" } else { "control" };
-    let what = if script { "script" } else { "plant" };
+    let what = match kind {
+        Plant::Config => "plant",
+        Plant::Script => "script",
+        Plant::Package => "package",
+    };
     let sb = Sandbox::new(&format!("agent-{}-{what}-{tag}", agent.name()));
     init_repo(&sb);
     let other = sb.root.join("other");
     fs::create_dir_all(&other).expect("mkdir other");
     sb.git(&other, &["init", "-q"]);
     let marker = other.join("planted-ran");
-    let (file, command) = plant(agent, &sb, &marker, script);
+    let (file, command) = plant(agent, &sb, &marker, kind);
+    let plugin = (kind == Plant::Package).then_some(PLUGIN);
     let first = if walled { Wall::Shim } else { Wall::None };
     let server = ModelServer::start(&sb, "plant", vec![shell(&command)]);
     let cmd = agent_command(
@@ -890,7 +946,10 @@ fn state_plant(agent: Agent, walled: bool, script: bool) {
         &cli,
         &sb.wt(),
         first,
-        Options::default(),
+        Options {
+            plugin,
+            ..Options::default()
+        },
     );
     let before = fs::read(&file).ok();
     let turn = run_turn(cmd, &sb, "plant", &server);
@@ -898,6 +957,7 @@ fn state_plant(agent: Agent, walled: bool, script: bool) {
     let after = fs::read(&file).ok();
     let keep = Options {
         keep_config: true,
+        plugin,
         ..Options::default()
     };
     let mut runs = vec![("walled-there", Wall::Shim), ("unwalled-there", Wall::None)];
@@ -1036,42 +1096,101 @@ fn an_mcp_server_planted_in_claude_json_without_the_shim_runs_in_another_project
 
 #[test]
 fn claude_settings_planted_in_one_project_run_nowhere() {
-    state_plant(Agent::Claude, true, false);
+    state_plant(Agent::Claude, true, Plant::Config);
 }
 
 #[test]
 fn claude_settings_planted_without_the_shim_run_in_another_project() {
-    state_plant(Agent::Claude, false, false);
+    state_plant(Agent::Claude, false, Plant::Config);
 }
 
 #[test]
 fn a_script_claude_settings_name_rewritten_in_one_project_runs_nowhere() {
-    state_plant(Agent::Claude, true, true);
+    state_plant(Agent::Claude, true, Plant::Script);
 }
 
 #[test]
 fn a_script_claude_settings_name_rewritten_without_the_shim_runs_in_another_project() {
-    state_plant(Agent::Claude, false, true);
+    state_plant(Agent::Claude, false, Plant::Script);
 }
 
 #[test]
 fn codex_config_planted_in_one_project_runs_nowhere() {
-    state_plant(Agent::Codex, true, false);
+    state_plant(Agent::Codex, true, Plant::Config);
 }
 
 #[test]
 fn codex_config_planted_without_the_shim_runs_in_another_project() {
-    state_plant(Agent::Codex, false, false);
+    state_plant(Agent::Codex, false, Plant::Config);
 }
 
 #[test]
 fn opencode_config_planted_in_one_project_runs_nowhere() {
-    state_plant(Agent::OpenCode, true, false);
+    state_plant(Agent::OpenCode, true, Plant::Config);
 }
 
 #[test]
 fn opencode_config_planted_without_the_shim_runs_in_another_project() {
-    state_plant(Agent::OpenCode, false, false);
+    state_plant(Agent::OpenCode, false, Plant::Config);
+}
+
+/// The code of the user's OpenCode plugin, installed in `~/.cache/opencode/packages`,
+/// rewritten from one project: neither the walled launch nor OpenCode without the shim runs
+/// the change in another project.
+#[test]
+fn an_opencode_plugin_rewritten_in_one_project_runs_nowhere() {
+    state_plant(Agent::OpenCode, true, Plant::Package);
+}
+
+#[test]
+fn an_opencode_plugin_rewritten_without_the_shim_runs_in_another_project() {
+    state_plant(Agent::OpenCode, false, Plant::Package);
+}
+
+/// A new user's first walled OpenCode start, with no configuration file yet, sets nothing
+/// aside and says nothing: the launch makes the `opencode.jsonc` OpenCode writes then, and
+/// holds it. Control: OpenCode without the shim writes the same bytes.
+#[test]
+fn opencode_first_walled_start_sets_nothing_aside() {
+    let cli = cli_bin_dir(Agent::OpenCode);
+    let mut made = Vec::new();
+    for wall in [Wall::Shim, Wall::None] {
+        let sb = Sandbox::new("agent-opencode-first");
+        init_repo(&sb);
+        for _ in 0..2 {
+            let mut c = match wall {
+                Wall::Shim => Command::new(sb.shims().join("opencode")),
+                Wall::None => Command::new(cli.join("opencode")),
+            };
+            sb.clean_env(&mut c);
+            c.env(
+                "PATH",
+                format!("{}:{}:{SYSTEM_PATH}", sb.shims().display(), cli.display()),
+            )
+            .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+            .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+            .current_dir(sb.wt())
+            .args(["models"]);
+            let out = output(&mut c);
+            assert!(out.status.success(), "{}", describe(&out));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!stderr.contains("landwall:"), "{}", describe(&out));
+        }
+        let dir = sb.home().join(".config/opencode");
+        let swept: Vec<_> = fs::read_dir(&dir)
+            .expect("~/.config/opencode")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("landwall-swept"))
+            .map(|e| e.path())
+            .collect();
+        assert!(swept.is_empty(), "set aside: {swept:?}");
+        made.push(fs::read(dir.join("opencode.jsonc")).expect("opencode.jsonc"));
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&made[0]),
+        String::from_utf8_lossy(&made[1]),
+        "what the launch makes is not what OpenCode writes"
+    );
 }
 
 /// A session resumed behind the wall (`claude -p --continue`) in the same project gets its
