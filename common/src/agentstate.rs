@@ -337,6 +337,154 @@ pub fn guard(config_dir: &Path, name: &str, user: &Path) -> io::Result<Guarded> 
     Ok(Guarded::PutBack(changed))
 }
 
+/// `text` (a copy of `.claude.json`) with its command-bearing keys made those of `user`:
+/// the new content and the keys put back, or `None` if none differed. A `text` that is not
+/// a JSON object becomes `{}` (put back: `*`): what cannot be judged is not kept.
+pub fn judge_bytes(text: &[u8], user: &Path) -> io::Result<Option<(Vec<u8>, Vec<String>)>> {
+    let user = user_keys(user)?;
+    if fast_keys(text).is_some_and(|k| k == user) {
+        return Ok(None);
+    }
+    let mut v = match serde_json::from_slice::<Value>(text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return Ok(Some((b"{}\n".to_vec(), vec!["*".to_string()]))),
+    };
+    let changed = put_back(&mut v, &user);
+    if changed.is_empty() {
+        return Ok(None);
+    }
+    let mut out = serde_json::to_vec_pretty(&v).map_err(io::Error::other)?;
+    out.push(b'\n');
+    Ok(Some((out, changed)))
+}
+
+/// Replaces the whole content of the file `fd` is open on (read-write) with `bytes`.
+pub fn write_fd(fd: std::os::fd::BorrowedFd<'_>, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::from(fd.try_clone_to_owned()?);
+    f.set_len(0)?;
+    f.write_all_at(bytes, 0)
+}
+
+/// What [`merge`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Merged {
+    /// What the agent changed is in the shared file, nothing of it put back.
+    Kept,
+    /// As [`Merged::Kept`], with these command-bearing keys put back as the user has them.
+    PutBack(Vec<String>),
+    /// The agent's copy is not a JSON object: nothing of it was kept.
+    NotJson,
+}
+
+/// The whole content of the file `fd` is open on, read from its start (a launch's private
+/// copy, [`crate::protect::Hold::Private`]): bounded, and only a regular file.
+pub fn read_fd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::from(fd.try_clone_to_owned()?);
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if meta.len() > MAX_BYTES {
+        return Err(io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_BYTES >> 20
+        )));
+    }
+    let mut buf = vec![0u8; meta.len() as usize];
+    let mut at = 0;
+    while at < buf.len() {
+        match f.read_at(&mut buf[at..], at as u64) {
+            Ok(0) => break,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(at);
+    Ok(buf)
+}
+
+/// Brings what an agent changed in its private copy of `.claude.json` (`base` when its
+/// launch began, `ours` now) into the shared file `name` in `dir`, as other sessions left it
+/// meanwhile: each top-level key, and each entry of `projects`, that the agent changed is
+/// taken from `ours`, every other from the shared file; then the command-bearing keys are
+/// made those of `user`, and the result replaces the shared file (a rename, so a reader
+/// sees the old file or the new one whole). A shared file that is absent or not JSON counts
+/// as `base`.
+pub fn merge(dir: &Path, name: &str, user: &Path, base: &[u8], ours: &[u8]) -> io::Result<Merged> {
+    let object = |t: &[u8]| {
+        serde_json::from_slice::<Value>(t)
+            .ok()
+            .and_then(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+    };
+    let Some(ours) = object(ours) else {
+        return Ok(Merged::NotJson);
+    };
+    let base = object(base).unwrap_or_default();
+    let user = user_keys(user)?;
+    let dir_c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = crate::sys::open_no_symlinks(None, &dir_c, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    let name = OsStr::new(name);
+    let (theirs, mode) = match open_in(&fd, name)? {
+        Some(f) => {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&f.metadata()?.permissions());
+            let text = read_bounded(f).ok();
+            (text.as_deref().and_then(object), mode)
+        }
+        None => (None, 0o600),
+    };
+    let mut merged = theirs.unwrap_or_else(|| base.clone());
+    let projects = match (base.get("projects"), ours.get("projects")) {
+        (Some(Value::Object(b)), Some(Value::Object(o))) => Some((b, o)),
+        _ => None,
+    };
+    merge_changed(&mut merged, &base, &ours, projects.map(|_| "projects"));
+    if let Some((b, o)) = projects {
+        match merged.get_mut("projects") {
+            Some(Value::Object(m)) => merge_changed(m, b, o, None),
+            _ => {
+                merged.insert("projects".into(), Value::Object(o.clone()));
+            }
+        }
+    }
+    let mut merged = Value::Object(merged);
+    let changed = put_back(&mut merged, &user);
+    let mut out = serde_json::to_vec_pretty(&merged).map_err(io::Error::other)?;
+    out.push(b'\n');
+    write_replacing(&fd, name, &out, mode)?;
+    Ok(if changed.is_empty() {
+        Merged::Kept
+    } else {
+        Merged::PutBack(changed)
+    })
+}
+
+/// Sets in `merged` each key whose value `ours` changed from `base` (removed where `ours`
+/// has none), but `skip`, which the caller merges entry by entry.
+fn merge_changed(
+    merged: &mut Map<String, Value>,
+    base: &Map<String, Value>,
+    ours: &Map<String, Value>,
+    skip: Option<&str>,
+) {
+    for (k, v) in ours {
+        if base.get(k) != Some(v) && Some(k.as_str()) != skip {
+            merged.insert(k.clone(), v.clone());
+        }
+    }
+    for k in base.keys() {
+        if !ours.contains_key(k) {
+            merged.remove(k);
+        }
+    }
+}
+
 /// The keys of OpenCode's `auth.json` (`name` in `dir`) whose entry is of type `wellknown`
 /// ([`crate::protect::Guard::WellKnown`]); none where it is absent. One that cannot be read
 /// as JSON is an error.
@@ -681,6 +829,55 @@ mod tests {
             Guarded::SetAside(_)
         ));
         assert!(!cfg.join(NAME).exists());
+    }
+
+    #[test]
+    fn a_private_copy_is_merged_into_what_other_sessions_left() {
+        let d = crate::testutil::Scratch::new("merge");
+        let user = d.0.join("user.json");
+        std::fs::write(&user, r#"{"mcpServers":{"fs":{"command":"mcp-fs"}}}"#).expect("write");
+        let base = br#"{"n":1,"tips":{"a":1},"gone":true,"projects":{"/p":{"x":1},"/q":{"y":1}}}"#;
+        // Meanwhile another session changed `/q` and `tips`, and added `/r`.
+        std::fs::write(
+            d.0.join(NAME),
+            r#"{"n":1,"tips":{"a":2},"gone":true,"projects":{"/p":{"x":1},"/q":{"y":2},"/r":{}}}"#,
+        )
+        .expect("write");
+        // This agent changed `n` and `/p`, removed `gone`, and planted a server.
+        let ours = br#"{"n":2,"tips":{"a":1},"mcpServers":{"e":{"command":"sh"}},"projects":{"/p":{"x":2,"mcpServers":{"e":{}}},"/q":{"y":1}}}"#;
+        assert_eq!(
+            merge(&d.0, NAME, &user, base, ours).expect("merge"),
+            Merged::PutBack(vec![
+                "mcpServers".into(),
+                "projects[\"/p\"].mcpServers".into()
+            ])
+        );
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(d.0.join(NAME)).expect("read")).expect("json");
+        assert_eq!(
+            v,
+            json!({
+                "n": 2,
+                "tips": {"a": 2},
+                "mcpServers": {"fs": {"command": "mcp-fs"}},
+                "projects": {"/p": {"x": 2}, "/q": {"y": 2}, "/r": {}}
+            })
+        );
+        // What is not JSON is not kept; the shared file stays.
+        assert_eq!(
+            merge(&d.0, NAME, &user, base, b"{\"n\": ").expect("merge"),
+            Merged::NotJson
+        );
+        assert_eq!(
+            judge_bytes(ours, &user)
+                .expect("judge")
+                .map(|(_, k)| k.len()),
+            Some(2)
+        );
+        assert_eq!(
+            judge_bytes(b"[]", &user).expect("judge").map(|(b, _)| b),
+            Some(b"{}\n".to_vec())
+        );
     }
 
     #[test]

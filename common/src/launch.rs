@@ -263,7 +263,13 @@ pub fn exposed_without_namespace(policy: &Policy) -> Option<String> {
         .protection
         .held
         .iter()
-        .filter(|h| h.hold.read_only() || h.hold == crate::protect::Hold::Fresh)
+        .filter(|h| {
+            h.hold.read_only()
+                || matches!(
+                    h.hold,
+                    crate::protect::Hold::Fresh | crate::protect::Hold::Private
+                )
+        })
         .map(|h| {
             h.path
                 .strip_prefix(&policy.worktree.root)
@@ -430,6 +436,8 @@ pub struct LiveKernel {
     /// The watcher, waited for by the self-check: its start (its fork, its own wall, its
     /// look at the worktree) overlaps the wall's own steps.
     watcher: Option<crate::watcher::Ready>,
+    /// The private copies the namespace made, for the watcher ([`crate::protect::Hold::Private`]).
+    privates: Vec<(usize, std::os::fd::OwnedFd)>,
 }
 
 impl Kernel for LiveKernel {
@@ -491,7 +499,10 @@ impl Kernel for LiveKernel {
         pts: bool,
         tmp: Option<u64>,
     ) -> Result<bool, NsError> {
-        crate::ns::enter(quarantine, held, pts, tmp, nix::unistd::geteuid().is_root())
+        let entered =
+            crate::ns::enter(quarantine, held, pts, tmp, nix::unistd::geteuid().is_root())?;
+        self.privates = entered.privates;
+        Ok(entered.pts)
     }
 
     fn note(&mut self, text: &str) {
@@ -517,12 +528,13 @@ impl Kernel for LiveKernel {
         match self.watcher.as_mut() {
             Some(w) if w.needs_listener() => {
                 let listener = seccomp::install_with_listener(refuse)?;
-                w.give_listener(Some(listener))
+                w.give_listener(Some(listener), std::mem::take(&mut self.privates))
                     .map_err(SeccompError::Listener)?;
             }
             Some(w) => {
                 seccomp::install(refuse)?;
-                w.give_listener(None).map_err(SeccompError::Listener)?;
+                w.give_listener(None, std::mem::take(&mut self.privates))
+                    .map_err(SeccompError::Listener)?;
             }
             None => seccomp::install(refuse)?,
         }

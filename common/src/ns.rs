@@ -113,7 +113,7 @@ pub fn enter(
     pts: bool,
     tmp: Option<u64>,
     is_root: bool,
-) -> Result<bool, NsError> {
+) -> Result<Entered, NsError> {
     if let Some(q) = q {
         prepare(q).map_err(failed(format!("preparing {}", q.dir.display())))?;
     }
@@ -182,8 +182,9 @@ pub fn enter(
     if let Some(q) = q {
         quarantine(q)?;
     }
+    let mut privates = Vec::new();
     for (i, h) in held.iter().enumerate() {
-        hold(h).map_err(|e| {
+        let copy = hold(h).map_err(|e| {
             let step = format!("holding the protected path {}", h.path.display());
             // The first mount of the namespace: refused inside another wall.
             if i == 0 && q.is_none() && tmp.is_none() {
@@ -192,20 +193,41 @@ pub fn enter(
                 failed(step)(e)
             }
         })?;
+        if let Some(copy) = copy {
+            privates.push((i, copy));
+        }
     }
     if !pts {
-        return Ok(false);
+        return Ok(Entered {
+            pts: false,
+            privates,
+        });
     }
     match private_pts() {
-        Ok(()) => Ok(true),
+        Ok(()) => Ok(Entered {
+            pts: true,
+            privates,
+        }),
         // Nothing was mounted (refused inside another wall, or not possible here): the
         // launch leaves /dev/pts and /dev/ptmx out of its wall instead.
-        Err(Pts::NotMounted) => Ok(false),
+        Err(Pts::NotMounted) => Ok(Entered {
+            pts: false,
+            privates,
+        }),
         Err(Pts::Mounted(e)) => Err(NsError::Failed {
             step: "making a private /dev/pts".into(),
             source: e,
         }),
     }
+}
+
+/// What [`enter`] made.
+#[derive(Debug)]
+pub struct Entered {
+    /// Whether the private `/dev/pts` is up.
+    pub pts: bool,
+    /// The private copies made ([`Hold::Private`]), each with its index in `held`.
+    pub privates: Vec<(usize, OwnedFd)>,
 }
 
 /// Where a drain job gets a tmpfs of its own, in this order. `/dev/shm` only where it is
@@ -418,7 +440,7 @@ const FRESH_SIZE: &str = "size=16m,nr_inodes=4096,mode=700";
 ///   writable and checked;
 /// - fresh: an empty tmpfs of its own mounted on it (owner-only, size-capped), checked to be
 ///   a tmpfs that was not there before.
-fn hold(h: &Held) -> io::Result<()> {
+fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
     let path = CString::new(h.path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let mut flags = libc::O_PATH | libc::O_NOFOLLOW;
@@ -445,7 +467,13 @@ fn hold(h: &Held) -> io::Result<()> {
             .map_err(|_| io::Error::other("descriptor path"))?;
         let data = CString::new(FRESH_SIZE).map_err(|_| io::Error::other("options"))?;
         sys::mount_fs(c"tmpfs", &target, libc::MS_NOSUID | libc::MS_NODEV, &data)?;
-        return mounted_tmp(&h.path, &before, 0o700);
+        return mounted_tmp(&h.path, &before, 0o700).map(|()| None);
+    }
+    if h.hold == Hold::Private {
+        if h.is_dir {
+            return Err(io::Error::other("only a file can have a private copy"));
+        }
+        return private_copy(&h.path, &fd, &before);
     }
     bind(&fd, &fd)?;
     let now = sys::open_no_symlinks(None, &path, flags)?;
@@ -467,9 +495,76 @@ fn hold(h: &Held) -> io::Result<()> {
                 return Err(io::Error::other("it is still read-only after the mount"));
             }
         }
-        Hold::InPlace | Hold::Fresh => {}
+        Hold::InPlace | Hold::Fresh | Hold::Private => {}
     }
-    Ok(())
+    Ok(None)
+}
+
+/// Where a private copy is made ([`private_copy`]): a tmpfs mounted here for the moment it
+/// takes, and detached before anything else runs in the namespace.
+const PRIVATE_AT: &str = "/tmp";
+
+/// The file system a private copy lives on: as large as a guarded file may be read
+/// ([`crate::agentstate::read_fd`]), and one file.
+const PRIVATE_SIZE: &str = "size=64m,nr_inodes=4,mode=700";
+
+/// Covers the file `path` (open as `fd`, `before` its state) with a copy of it of this
+/// launch's own: made, with its content and mode, on a tmpfs mounted for the moment on
+/// [`PRIVATE_AT`], bound onto `path`, and checked to be what is there now; then the tmpfs
+/// is detached, so that nothing but the bind (and the descriptor returned, for the watcher)
+/// reaches the copy. (The kernel will not bind a file with no name, as `O_TMPFILE` makes.)
+fn private_copy(path: &Path, fd: &OwnedFd, before: &FileStat) -> io::Result<Option<OwnedFd>> {
+    // Its content, read through a descriptor of what was checked (no link followed).
+    let source = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|_| io::Error::other("descriptor path"))?;
+    let source = nix::fcntl::open(
+        source.as_c_str(),
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    same(&source, before)?;
+    let content = crate::agentstate::read_fd(source.as_fd())?;
+    let at = open_real_dir(Path::new(PRIVATE_AT), OFlag::O_PATH)?;
+    let was = stat(&at)?;
+    let on = CString::new(format!("/proc/self/fd/{}", at.as_raw_fd()))
+        .map_err(|_| io::Error::other("descriptor path"))?;
+    let data = CString::new(PRIVATE_SIZE).map_err(|_| io::Error::other("options"))?;
+    sys::mount_fs(
+        c"tmpfs",
+        &on,
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        &data,
+    )?;
+    // From here the tmpfs is detached whatever happens, before the error is returned.
+    let made = (|| -> io::Result<OwnedFd> {
+        mounted_tmp(Path::new(PRIVATE_AT), &was, 0o700)?;
+        let root = open_real_dir(Path::new(PRIVATE_AT), OFlag::O_RDONLY)?;
+        let copy = openat(
+            &root,
+            "copy",
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(errno)?;
+        let mut f = std::fs::File::from(copy);
+        f.write_all(&content)?;
+        nix::sys::stat::fchmod(&f, Mode::from_bits_truncate(before.st_mode & 0o777))
+            .map_err(errno)?;
+        let copy = OwnedFd::from(f);
+        bind(&copy, fd)?;
+        Ok(copy)
+    })();
+    let root = CString::new(PRIVATE_AT).map_err(|_| io::Error::other("path"))?;
+    sys::umount_detach(&root)?;
+    let copy = made?;
+    // `PRIVATE_AT` is what it was; `path` is the copy.
+    same(&open_real_dir(Path::new(PRIVATE_AT), OFlag::O_PATH)?, &was)?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let now = sys::open_no_symlinks(None, &c, libc::O_PATH | libc::O_NOFOLLOW)?;
+    same(&now, &stat(&copy)?)?;
+    Ok(Some(copy))
 }
 
 /// Whether this process could enter a private mount namespace (asked in a child, which
@@ -494,8 +589,8 @@ pub fn probe(is_root: bool) -> io::Result<()> {
 /// `Ok` or why not. For `doctor`.
 pub fn probe_pts(is_root: bool) -> io::Result<()> {
     let code = sys::in_child(|| match enter(None, &[], true, None, is_root) {
-        Ok(true) => 0,
-        Ok(false) => libc::EPERM,
+        Ok(Entered { pts: true, .. }) => 0,
+        Ok(Entered { pts: false, .. }) => libc::EPERM,
         Err(NsError::Refused(e)) | Err(NsError::Failed { source: e, .. }) => {
             e.raw_os_error().unwrap_or(libc::EINVAL).clamp(1, 125)
         }

@@ -149,6 +149,31 @@ pub fn build_policy(
     refuse_agent_written_grants(&policy, config, &again)?;
     if launch && agent == "claude" {
         policy.protection.guards = guard_claude_json(&policy, home, vars)?;
+        // The agent's `.claude.json`, as judged: a copy of the launch's own in its namespace,
+        // so that what the agent writes there reaches the file other launches read only
+        // once the watcher has judged it. (Not `.config.json`, swept where it appears.)
+        let privates: Vec<PathBuf> = policy
+            .protection
+            .guards
+            .iter()
+            .filter_map(|g| match g {
+                crate::protect::Guard::ClaudeJson { dir, name, .. }
+                    if *name == crate::agentstate::NAME =>
+                {
+                    Some(dir.join(name))
+                }
+                _ => None,
+            })
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+            .collect();
+        for path in privates {
+            policy.protection.held.push(crate::protect::Held {
+                path,
+                hold: crate::protect::Hold::Private,
+                is_dir: false,
+                reason: "Claude Code's state, with the MCP servers it starts: a copy of this launch's own, brought back judged when it ends".into(),
+            });
+        }
     }
     if let Some(g) = guard_wellknown(&policy, home, vars).filter(|_| launch) {
         policy.protection.guards.push(g);

@@ -424,6 +424,12 @@ pub enum Hold {
     /// process; what the user's sessions keep there the agent neither sees nor changes
     /// (scripts each of their shell commands sources).
     Fresh,
+    /// A file covered by a copy of the launch's own, made in its namespace (unlinked, so
+    /// no other process can name it): what the agent writes there no other launch, and no
+    /// agent run without the shim, reads before the watcher has judged it and brought it
+    /// into the shared file at the end (Claude Code's `.claude.json`, [`Guard`]). Without
+    /// a namespace the agent writes the shared file, and the launch says so.
+    Private,
 }
 
 impl Hold {

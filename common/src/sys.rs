@@ -671,6 +671,14 @@ pub fn mount(
     zero_or_errno(libc::c_long::from(rc))
 }
 
+/// `umount2(2)` with `MNT_DETACH`, not following a link at `target`: the topmost mount
+/// there leaves the namespace's tree at once (what still uses it keeps it).
+pub fn umount_detach(target: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: `target` is a NUL-terminated string borrowed for the call.
+    let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) };
+    zero_or_errno(libc::c_long::from(rc))
+}
+
 /// `mount(2)` of a new instance of the file system `fstype` on `target`, with `data`
 /// (the file system's options).
 pub fn mount_fs(
@@ -855,58 +863,72 @@ pub fn seccomp_set_filter_listener(prog: &[libc::sock_filter]) -> io::Result<Own
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Sends one byte on the Unix socket `sock`, with `fd` attached (`SCM_RIGHTS`) if given.
-pub fn send_fd(sock: BorrowedFd<'_>, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
-    let mut byte = [b'f'];
+/// The most descriptors [`send_fds`] sends at once.
+pub const MAX_FDS: usize = 8;
+
+/// Sends `data` (1 to 64 bytes) on the Unix socket `sock` in one message, with `fds`
+/// attached (`SCM_RIGHTS`, at most [`MAX_FDS`]).
+pub fn send_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    if data.is_empty() || data.len() > 64 || fds.len() > MAX_FDS {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut bytes = data.to_vec();
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
     };
-    // Room for one descriptor, aligned as a cmsghdr.
-    let mut control = [0u64; 4];
+    // Room for MAX_FDS descriptors, aligned as a cmsghdr.
+    let mut control = [0u64; 8];
     // SAFETY: msghdr is plain data; all-zero is its empty value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    if let Some(fd) = fd {
-        // SAFETY: CMSG_SPACE computes a size from a constant.
-        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    if !fds.is_empty() {
+        let len = (std::mem::size_of::<RawFd>() * fds.len()) as u32;
+        // SAFETY: CMSG_SPACE computes a size from a small constant.
+        let space = unsafe { libc::CMSG_SPACE(len) } as usize;
+        if space > std::mem::size_of_val(&control) {
+            return Err(io::Error::other("no room for the descriptors"));
+        }
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = space;
         // SAFETY: `msg` has a control buffer of `space` bytes (within `control`), so the first
-        // header fits; the data written is one RawFd, as CMSG_LEN says.
+        // header fits; the data written is `fds.len()` RawFds, as CMSG_LEN says.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             if cmsg.is_null() {
-                return Err(io::Error::other("no room for the descriptor"));
+                return Err(io::Error::other("no room for the descriptors"));
             }
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd.as_raw_fd());
+            (*cmsg).cmsg_len = libc::CMSG_LEN(len) as usize;
+            let at = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+            for (i, fd) in fds.iter().enumerate() {
+                std::ptr::write_unaligned(at.add(i), fd.as_raw_fd());
+            }
         }
     }
     loop {
-        // SAFETY: `msg` points at `iov`, `byte` and `control`, which outlive the call.
+        // SAFETY: `msg` points at `iov`, `bytes` and `control`, which outlive the call.
         let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
         match rc {
-            1 => return Ok(()),
+            rc if rc >= 0 && rc as usize == bytes.len() => return Ok(()),
             rc if rc < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
             rc if rc < 0 => return Err(io::Error::last_os_error()),
-            _ => return Err(io::Error::other("the byte was not sent")),
+            _ => return Err(io::Error::other("the message was not sent whole")),
         }
     }
 }
 
-/// Receives what [`send_fd`] sent: `Ok(None)` for the byte alone, `Err` at end of file.
-/// A received descriptor is close-on-exec (`MSG_CMSG_CLOEXEC`).
-pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
-    let mut byte = [0u8];
+/// Receives what [`send_fds`] sent: its bytes and its descriptors (close-on-exec,
+/// `MSG_CMSG_CLOEXEC`); `Err` at end of file, or if anything did not fit.
+pub fn recv_fds(sock: BorrowedFd<'_>) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut bytes = [0u8; 64];
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
     };
-    let mut control = [0u64; 4];
+    let mut control = [0u64; 8];
     // SAFETY: msghdr is plain data; all-zero is its empty value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -927,7 +949,7 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
     if rc == 0 {
         return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
     }
-    let mut got = None;
+    let mut got = Vec::new();
     // SAFETY: the kernel filled `msg_controllen` bytes of `control`; the CMSG macros walk
     // only within them, and each SCM_RIGHTS header's data holds RawFds it just installed,
     // which are ours alone.
@@ -940,20 +962,16 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
                     / std::mem::size_of::<RawFd>();
                 for i in 0..n {
                     let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                    let owned = OwnedFd::from_raw_fd(fd);
-                    // One is expected; any more are closed as they drop.
-                    if got.is_none() {
-                        got = Some(owned);
-                    }
+                    got.push(OwnedFd::from_raw_fd(fd));
                 }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
     }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-        return Err(io::Error::other("the descriptor did not fit"));
+    if msg.msg_flags & (libc::MSG_CTRUNC | libc::MSG_TRUNC) != 0 {
+        return Err(io::Error::other("the message did not fit"));
     }
-    Ok(got)
+    Ok((bytes[..rc as usize].to_vec(), got))
 }
 
 /// A connected pair of Unix stream sockets, close-on-exec.

@@ -29,8 +29,8 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::policy::Quarantine;
@@ -87,10 +87,23 @@ impl Ready {
         self.listener
     }
 
-    /// Gives the watcher the filter's listener (or word that there is none), and closes the
-    /// launch's copy: the agent must not hold it.
-    pub fn give_listener(&mut self, listener: Option<OwnedFd>) -> io::Result<()> {
-        sys::send_fd(self.pipe.as_fd(), listener.as_ref().map(AsFd::as_fd))
+    /// Gives the watcher the filter's listener (or word that there is none) and the launch's
+    /// private copies of its guarded state files (each with its index in the protection's
+    /// `held`, [`crate::protect::Hold::Private`]), and closes the launch's copies of those
+    /// descriptors: the agent must not hold them.
+    pub fn give_listener(
+        &mut self,
+        listener: Option<OwnedFd>,
+        privates: Vec<(usize, OwnedFd)>,
+    ) -> io::Result<()> {
+        let mut data = vec![u8::from(listener.is_some())];
+        let mut fds: Vec<BorrowedFd<'_>> = listener.iter().map(AsFd::as_fd).collect();
+        for (i, fd) in &privates {
+            let i = u16::try_from(*i).map_err(|_| io::Error::other("too many held paths"))?;
+            data.extend_from_slice(&i.to_le_bytes());
+            fds.push(fd.as_fd());
+        }
+        sys::send_fds(self.pipe.as_fd(), &data, &fds)
     }
 
     /// Where a launch of the worktree did not finish, waits (up to 30 s) for the watcher's
@@ -379,12 +392,20 @@ fn watch(
     // process has ended, so that one left running (`setsid`, a daemon) cannot lay a plant
     // after it and have the next launch take it for the user's. The launch sends it before
     // it reads the answer to the end, so the agent never starts with the watcher lacking it.
-    let listener = match sys::recv_fd(ready.as_fd()) {
-        Ok(l) => l,
+    let (listener, mut privates) = match sys::recv_fds(ready.as_fd()) {
+        Ok((data, fds)) => match privates_of(&data, fds, protection) {
+            Ok(got) => got,
+            Err(e) => {
+                return fail(
+                    ready,
+                    format!("the watcher could not take the launch's private copies: {e}"),
+                )
+            }
+        },
         // The launch stopped before its filter: no agent runs.
         Err(e) => {
             log::debug!("watcher: the launch gave no listener: {e}");
-            None
+            (None, Vec::new())
         }
     };
     if record.is_some() && listener.is_none() {
@@ -413,6 +434,7 @@ fn watch(
             (&basis, &nested),
             &mut notify,
             &mut swept,
+            &mut privates,
         );
         report(&swept.lines);
         if let Some(l) = &listener {
@@ -438,6 +460,7 @@ fn watch(
                 (&basis, &nested),
                 &mut notify,
                 &mut swept,
+                &mut privates,
             );
             if let Some(r) = record.as_ref() {
                 if let Err(e) = r.say(&swept.lines[said..]) {
@@ -984,6 +1007,7 @@ fn run(
     ),
     notify: &mut Option<Notify>,
     swept: &mut Sweep,
+    privates: &mut [Private],
 ) {
     let sweep = protection.absent.as_slice();
     let subs = protection.submodules.as_ref();
@@ -1070,10 +1094,130 @@ fn run(
         judge_nested(subs, was, swept);
     }
     for g in &protection.guards {
-        if let Some(line) = guard_line(g) {
+        let line = match g {
+            crate::protect::Guard::ClaudeJson {
+                dir, name, user, ..
+            } => match privates.iter_mut().find(|p| p.path == dir.join(name)) {
+                Some(p) => merge_line(p, dir, name, user),
+                None => guard_line(g),
+            },
+            crate::protect::Guard::WellKnown { .. } => guard_line(g),
+        };
+        if let Some(line) = line {
             swept.lines.push(line);
         }
     }
+}
+
+/// A launch's private copy of a guarded state file ([`crate::protect::Hold::Private`]):
+/// what its agent writes there reaches the file every launch shares only through
+/// [`merge_line`].
+#[derive(Debug)]
+struct Private {
+    /// The shared file it covers in the launch's namespace.
+    path: PathBuf,
+    /// The copy (unlinked: no other process can name it).
+    fd: OwnedFd,
+    /// What it held when the launch began, or when it was last merged.
+    base: Vec<u8>,
+}
+
+/// The listener and the private copies in what the launch sent
+/// ([`Ready::give_listener`]), each copy's content read now, before the agent starts.
+fn privates_of(
+    data: &[u8],
+    fds: Vec<OwnedFd>,
+    protection: &Protection,
+) -> Result<(Option<OwnedFd>, Vec<Private>), String> {
+    let (&has_listener, rest) = data.split_first().ok_or("an empty message")?;
+    let mut fds = fds.into_iter();
+    let listener = match has_listener {
+        0 => None,
+        1 => Some(fds.next().ok_or("no listener attached")?),
+        _ => return Err("a malformed message".into()),
+    };
+    if rest.len() % 2 != 0 {
+        return Err("a malformed message".into());
+    }
+    let mut privates = Vec::new();
+    for i in rest.chunks_exact(2) {
+        let i = usize::from(u16::from_le_bytes([i[0], i[1]]));
+        let held = protection
+            .held
+            .get(i)
+            .filter(|h| h.hold == crate::protect::Hold::Private)
+            .ok_or("a private copy of no held path")?;
+        let fd = fds.next().ok_or("a private copy not attached")?;
+        let failed = |e: io::Error| format!("{}: {e}", held.path.display());
+        let mut base = crate::agentstate::read_fd(fd.as_fd()).map_err(failed)?;
+        // Judged once more, before the agent starts: the shared file it was copied from may
+        // have changed since the launch judged it (a launch without a copy of its own, beside
+        // this one).
+        let user = protection.guards.iter().find_map(|g| match g {
+            crate::protect::Guard::ClaudeJson {
+                dir, name, user, ..
+            } if dir.join(name) == held.path => Some(user),
+            _ => None,
+        });
+        let user = user.ok_or("a private copy of no guarded file")?;
+        if let Some((judged, keys)) = crate::agentstate::judge_bytes(&base, user).map_err(failed)? {
+            crate::agentstate::write_fd(fd.as_fd(), &judged).map_err(failed)?;
+            report(&[format!(
+                "{}: put back {} as {} has them: they name commands Claude Code runs, which only you may change (outside the wall, in that file)",
+                held.path.display(),
+                keys.join(", "),
+                user.display()
+            )]);
+            base = judged;
+        }
+        privates.push(Private {
+            path: held.path.clone(),
+            fd,
+            base,
+        });
+    }
+    if fds.next().is_some() {
+        return Err("more descriptors than named".into());
+    }
+    Ok((listener, privates))
+}
+
+/// Brings what the agent wrote in its private copy `p` of Claude Code's `.claude.json`
+/// (`name` in `dir`) into the file every launch shares, its command-bearing keys made the
+/// user's ([`crate::agentstate::merge`]): one line, if anything was put back, or the agent's
+/// copy could not be taken.
+fn merge_line(p: &mut Private, dir: &Path, name: &str, user: &Path) -> Option<String> {
+    let ours = match crate::agentstate::read_fd(p.fd.as_fd()) {
+        Ok(o) => o,
+        Err(e) => {
+            return Some(format!(
+                "{}: what the agent wrote could not be read ({e}), and was not kept",
+                p.path.display()
+            ))
+        }
+    };
+    if ours == p.base {
+        return None;
+    }
+    let line = match crate::agentstate::merge(dir, name, user, &p.base, &ours) {
+        Ok(crate::agentstate::Merged::Kept) => None,
+        Ok(crate::agentstate::Merged::PutBack(keys)) => Some(format!(
+            "{}: put back {} as {} has them, after the agent changed them",
+            p.path.display(),
+            keys.join(", "),
+            user.display()
+        )),
+        Ok(crate::agentstate::Merged::NotJson) => Some(format!(
+            "{}: the agent left it unreadable as JSON; what it wrote was not kept",
+            p.path.display()
+        )),
+        Err(e) => Some(format!(
+            "{}: what the agent wrote could not be kept ({e})",
+            p.path.display()
+        )),
+    };
+    p.base = ours;
+    line
 }
 
 /// Judges `g` again as the launch ends: what was put back or removed, in one line.

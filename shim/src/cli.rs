@@ -237,6 +237,7 @@ fn protected_json(policy: &Policy) -> Vec<ProtectedJson<'_>> {
             Hold::Shared => "read-only",
             Hold::Hole => "writable (own)",
             Hold::Fresh => "empty (own)",
+            Hold::Private => "writable (own copy)",
         },
         reason: &h.reason,
     });
