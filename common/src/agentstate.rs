@@ -337,19 +337,56 @@ pub fn guard(config_dir: &Path, name: &str, user: &Path) -> io::Result<Guarded> 
     Ok(Guarded::PutBack(changed))
 }
 
-/// `text` (a copy of `.claude.json`) with its command-bearing keys made those of `user`:
-/// the new content and the keys put back, or `None` if none differed. A `text` that is not
-/// a JSON object becomes `{}` (put back: `*`): what cannot be judged is not kept.
-pub fn judge_bytes(text: &[u8], user: &Path) -> io::Result<Option<(Vec<u8>, Vec<String>)>> {
-    let user = user_keys(user)?;
-    if fast_keys(text).is_some_and(|k| k == user) {
-        return Ok(None);
+/// How a launch's private copy of a state file is judged ([`judge_bytes`], [`merge`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Judge<'a> {
+    /// Claude Code's `.claude.json`: its command-bearing keys made those of the user's file.
+    Claude {
+        /// The user's `~/.claude.json`.
+        user: &'a Path,
+    },
+    /// OpenCode's `auth.json`: no `wellknown` entry but those there at the launch's start.
+    WellKnown {
+        /// Their keys.
+        start: &'a [String],
+    },
+}
+
+impl Judge<'_> {
+    /// Makes `v` (an object) what this judgement allows; returns what it changed.
+    fn fix(self, v: &mut Value) -> io::Result<Vec<String>> {
+        match self {
+            Judge::Claude { user } => Ok(put_back(v, &user_keys(user)?)),
+            Judge::WellKnown { start } => {
+                let new: Vec<String> = wellknown_of(v)
+                    .into_iter()
+                    .filter(|k| !start.contains(k))
+                    .collect();
+                if let Some(o) = v.as_object_mut() {
+                    for k in &new {
+                        o.remove(k);
+                    }
+                }
+                Ok(new)
+            }
+        }
+    }
+}
+
+/// `text` (a private copy) made what `judge` allows: the new content and what was changed,
+/// or `None` if nothing had to be. A `text` that is not a JSON object becomes `{}` (changed:
+/// `*`): what cannot be judged is not kept.
+pub fn judge_bytes(text: &[u8], judge: Judge<'_>) -> io::Result<Option<(Vec<u8>, Vec<String>)>> {
+    if let Judge::Claude { user } = judge {
+        if fast_keys(text).is_some_and(|k| user_keys(user).is_ok_and(|u| k == u)) {
+            return Ok(None);
+        }
     }
     let mut v = match serde_json::from_slice::<Value>(text) {
         Ok(v @ Value::Object(_)) => v,
         _ => return Ok(Some((b"{}\n".to_vec(), vec!["*".to_string()]))),
     };
-    let changed = put_back(&mut v, &user);
+    let changed = judge.fix(&mut v)?;
     if changed.is_empty() {
         return Ok(None);
     }
@@ -406,14 +443,19 @@ pub fn read_fd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Brings what an agent changed in its private copy of `.claude.json` (`base` when its
+/// Brings what an agent changed in its private copy of a state file (`base` when its
 /// launch began, `ours` now) into the shared file `name` in `dir`, as other sessions left it
 /// meanwhile: each top-level key, and each entry of `projects`, that the agent changed is
-/// taken from `ours`, every other from the shared file; then the command-bearing keys are
-/// made those of `user`, and the result replaces the shared file (a rename, so a reader
-/// sees the old file or the new one whole). A shared file that is absent or not JSON counts
-/// as `base`.
-pub fn merge(dir: &Path, name: &str, user: &Path, base: &[u8], ours: &[u8]) -> io::Result<Merged> {
+/// taken from `ours`, every other from the shared file; then it is made what `judge`
+/// allows, and the result replaces the shared file (a rename, so a reader sees the old file
+/// or the new one whole). A shared file that is absent or not JSON counts as `base`.
+pub fn merge(
+    dir: &Path,
+    name: &str,
+    judge: Judge<'_>,
+    base: &[u8],
+    ours: &[u8],
+) -> io::Result<Merged> {
     let object = |t: &[u8]| {
         serde_json::from_slice::<Value>(t)
             .ok()
@@ -426,7 +468,6 @@ pub fn merge(dir: &Path, name: &str, user: &Path, base: &[u8], ours: &[u8]) -> i
         return Ok(Merged::NotJson);
     };
     let base = object(base).unwrap_or_default();
-    let user = user_keys(user)?;
     let dir_c = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let fd = crate::sys::open_no_symlinks(None, &dir_c, libc::O_RDONLY | libc::O_DIRECTORY)?;
@@ -454,7 +495,7 @@ pub fn merge(dir: &Path, name: &str, user: &Path, base: &[u8], ours: &[u8]) -> i
         }
     }
     let mut merged = Value::Object(merged);
-    let changed = put_back(&mut merged, &user);
+    let changed = judge.fix(&mut merged)?;
     let mut out = serde_json::to_vec_pretty(&merged).map_err(io::Error::other)?;
     out.push(b'\n');
     write_replacing(&fd, name, &out, mode)?;
@@ -846,7 +887,7 @@ mod tests {
         // This agent changed `n` and `/p`, removed `gone`, and planted a server.
         let ours = br#"{"n":2,"tips":{"a":1},"mcpServers":{"e":{"command":"sh"}},"projects":{"/p":{"x":2,"mcpServers":{"e":{}}},"/q":{"y":1}}}"#;
         assert_eq!(
-            merge(&d.0, NAME, &user, base, ours).expect("merge"),
+            merge(&d.0, NAME, Judge::Claude { user: &user }, base, ours).expect("merge"),
             Merged::PutBack(vec![
                 "mcpServers".into(),
                 "projects[\"/p\"].mcpServers".into()
@@ -865,17 +906,19 @@ mod tests {
         );
         // What is not JSON is not kept; the shared file stays.
         assert_eq!(
-            merge(&d.0, NAME, &user, base, b"{\"n\": ").expect("merge"),
+            merge(&d.0, NAME, Judge::Claude { user: &user }, base, b"{\"n\": ").expect("merge"),
             Merged::NotJson
         );
         assert_eq!(
-            judge_bytes(ours, &user)
+            judge_bytes(ours, Judge::Claude { user: &user })
                 .expect("judge")
                 .map(|(_, k)| k.len()),
             Some(2)
         );
         assert_eq!(
-            judge_bytes(b"[]", &user).expect("judge").map(|(b, _)| b),
+            judge_bytes(b"[]", Judge::Claude { user: &user })
+                .expect("judge")
+                .map(|(b, _)| b),
             Some(b"{}\n".to_vec())
         );
     }

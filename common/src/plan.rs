@@ -176,6 +176,18 @@ pub fn build_policy(
         }
     }
     if let Some(g) = guard_wellknown(&policy, home, vars).filter(|_| launch) {
+        // OpenCode's sign-ins, likewise (it writes `auth.json` in place).
+        if let crate::protect::Guard::WellKnown { dir, name, .. } = &g {
+            let path = dir.join(name);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                policy.protection.held.push(crate::protect::Held {
+                    path,
+                    hold: crate::protect::Hold::Private,
+                    is_dir: false,
+                    reason: "OpenCode's sign-ins, with the addresses it fetches its configuration from: a copy of this launch's own, brought back judged when it ends".into(),
+                });
+            }
+        }
         policy.protection.guards.push(g);
     }
     // The record of what is the user's own, where the agent can write nothing.

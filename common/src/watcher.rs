@@ -1093,19 +1093,50 @@ fn run(
     for (subs, was) in nested {
         judge_nested(subs, was, swept);
     }
-    for g in &protection.guards {
-        let line = match g {
-            crate::protect::Guard::ClaudeJson {
-                dir, name, user, ..
-            } => match privates.iter_mut().find(|p| p.path == dir.join(name)) {
-                Some(p) => merge_line(p, dir, name, user),
-                None => guard_line(g),
-            },
-            crate::protect::Guard::WellKnown { .. } => guard_line(g),
+    for (i, g) in protection.guards.iter().enumerate() {
+        let line = match privates.iter_mut().find(|p| p.guard == i) {
+            Some(p) => merge_line(p, g),
+            None => guard_line(g),
         };
         if let Some(line) = line {
             swept.lines.push(line);
         }
+    }
+}
+
+/// The file a guard judges (`dir`, `name`) and how ([`crate::agentstate::Judge`]).
+fn judge_of(g: &crate::protect::Guard) -> (&Path, &str, crate::agentstate::Judge<'_>) {
+    use crate::agentstate::Judge;
+    use crate::protect::Guard;
+    match g {
+        Guard::ClaudeJson {
+            dir, name, user, ..
+        } => (dir, name, Judge::Claude { user }),
+        Guard::WellKnown {
+            dir, name, start, ..
+        } => (dir, name, Judge::WellKnown { start }),
+    }
+}
+
+/// What a judgement of a private copy changed, in words, for `file`.
+fn judged_words(g: &crate::protect::Guard, file: &Path, what: &[String], after: bool) -> String {
+    let after = if after {
+        ", after the agent changed them"
+    } else {
+        ""
+    };
+    match g {
+        crate::protect::Guard::ClaudeJson { user, .. } => format!(
+            "{}: put back {} as {} has them{after}: they name commands Claude Code runs, which only you may change (outside the wall, in that file)",
+            file.display(),
+            what.join(", "),
+            user.display()
+        ),
+        crate::protect::Guard::WellKnown { .. } => format!(
+            "{}: removed the `wellknown` entries the agent added ({}): OpenCode fetches its configuration from each, walled or not; add one yourself with `opencode auth login URL` outside the wall",
+            file.display(),
+            what.join(", ")
+        ),
     }
 }
 
@@ -1116,6 +1147,8 @@ fn run(
 struct Private {
     /// The shared file it covers in the launch's namespace.
     path: PathBuf,
+    /// Its guard's index in the protection's `guards`.
+    guard: usize,
     /// The copy (unlinked: no other process can name it).
     fd: OwnedFd,
     /// What it held when the launch began, or when it was last merged.
@@ -1150,28 +1183,28 @@ fn privates_of(
         let fd = fds.next().ok_or("a private copy not attached")?;
         let failed = |e: io::Error| format!("{}: {e}", held.path.display());
         let mut base = crate::agentstate::read_fd(fd.as_fd()).map_err(failed)?;
+        let (guard, g) = protection
+            .guards
+            .iter()
+            .enumerate()
+            .find(|(_, g)| {
+                let (dir, name, _) = judge_of(g);
+                dir.join(name) == held.path
+            })
+            .ok_or("a private copy of no guarded file")?;
         // Judged once more, before the agent starts: the shared file it was copied from may
         // have changed since the launch judged it (a launch without a copy of its own, beside
         // this one).
-        let user = protection.guards.iter().find_map(|g| match g {
-            crate::protect::Guard::ClaudeJson {
-                dir, name, user, ..
-            } if dir.join(name) == held.path => Some(user),
-            _ => None,
-        });
-        let user = user.ok_or("a private copy of no guarded file")?;
-        if let Some((judged, keys)) = crate::agentstate::judge_bytes(&base, user).map_err(failed)? {
+        if let Some((judged, what)) =
+            crate::agentstate::judge_bytes(&base, judge_of(g).2).map_err(failed)?
+        {
             crate::agentstate::write_fd(fd.as_fd(), &judged).map_err(failed)?;
-            report(&[format!(
-                "{}: put back {} as {} has them: they name commands Claude Code runs, which only you may change (outside the wall, in that file)",
-                held.path.display(),
-                keys.join(", "),
-                user.display()
-            )]);
+            report(&[judged_words(g, &held.path, &what, false)]);
             base = judged;
         }
         privates.push(Private {
             path: held.path.clone(),
+            guard,
             fd,
             base,
         });
@@ -1182,11 +1215,10 @@ fn privates_of(
     Ok((listener, privates))
 }
 
-/// Brings what the agent wrote in its private copy `p` of Claude Code's `.claude.json`
-/// (`name` in `dir`) into the file every launch shares, its command-bearing keys made the
-/// user's ([`crate::agentstate::merge`]): one line, if anything was put back, or the agent's
-/// copy could not be taken.
-fn merge_line(p: &mut Private, dir: &Path, name: &str, user: &Path) -> Option<String> {
+/// Brings what the agent wrote in its private copy `p` into the file every launch shares,
+/// judged by its guard `g` ([`crate::agentstate::merge`]): one line, if anything was put
+/// back or removed, or the agent's copy could not be taken.
+fn merge_line(p: &mut Private, g: &crate::protect::Guard) -> Option<String> {
     let ours = match crate::agentstate::read_fd(p.fd.as_fd()) {
         Ok(o) => o,
         Err(e) => {
@@ -1199,14 +1231,10 @@ fn merge_line(p: &mut Private, dir: &Path, name: &str, user: &Path) -> Option<St
     if ours == p.base {
         return None;
     }
-    let line = match crate::agentstate::merge(dir, name, user, &p.base, &ours) {
+    let (dir, name, judge) = judge_of(g);
+    let line = match crate::agentstate::merge(dir, name, judge, &p.base, &ours) {
         Ok(crate::agentstate::Merged::Kept) => None,
-        Ok(crate::agentstate::Merged::PutBack(keys)) => Some(format!(
-            "{}: put back {} as {} has them, after the agent changed them",
-            p.path.display(),
-            keys.join(", "),
-            user.display()
-        )),
+        Ok(crate::agentstate::Merged::PutBack(what)) => Some(judged_words(g, &p.path, &what, true)),
         Ok(crate::agentstate::Merged::NotJson) => Some(format!(
             "{}: the agent left it unreadable as JSON; what it wrote was not kept",
             p.path.display()

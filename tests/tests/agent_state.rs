@@ -442,77 +442,106 @@ fn looking_at_the_policy_changes_nothing_in_the_home() {
 }
 
 /// Two launches at once, in two projects: an MCP server that the agent of one writes into
-/// Claude Code's `.claude.json`, again and again while it runs, reaches neither the agent of
-/// the other launch nor the file the launches share (found by review: with one shared copy,
-/// put back only at each launch's start and end, a launch that started meanwhile read the
-/// plant). Each launch has a copy of its own, judged before its agent starts and when it
-/// ends; the rest of what the agent wrote is kept. Control: without the wall, the other
-/// side reads the plant.
+/// Claude Code's `.claude.json` (and a `wellknown` address into OpenCode's `auth.json`),
+/// again and again while it runs, reaches neither the agent of the other launch nor the file
+/// the launches share, which the agent run without the shim reads too (found by review:
+/// with one shared copy, put back only at each launch's start and end, a launch that started
+/// meanwhile read the plant). Each launch has a copy of its own, judged before its agent
+/// starts and when it ends; the rest of what the agent wrote is kept. Control: without the
+/// wall, the other side reads the plant.
 #[test]
-fn a_plant_in_claude_json_reaches_no_launch_beside_it() {
-    for walled in [true, false] {
-        let sb = Sandbox::new(&format!("claude-json-beside-{walled}"));
-        let home = sb.home();
-        fs::create_dir_all(home.join(".claude")).expect("mkdir");
-        fs::write(home.join(".claude.json"), r#"{"mcpServers": {}}"#).expect("write");
-        let copy = home.join(".claude/.claude.json");
-        fs::write(&copy, r#"{"numStartups": 1}"#).expect("write");
-        let other = sb.root.join("other");
-        fs::create_dir_all(&other).expect("mkdir");
-        sb.git(&other, &["init", "-q"]);
-        let ready = sb.wt().join("writing");
-        let plant = r#"{"numStartups": 9, "mcpServers": {"lw": {"command": "planted"}}}"#;
-        let script = format!(
-            ": > '{}'; i=0; while [ $i -lt 150 ]; do printf '%s' '{plant}' > '{}'; i=$((i+1)); sleep 0.01; done",
-            ready.display(),
-            copy.display()
-        );
-        let mut writer = if walled {
-            let mut c = sb.landwall();
-            c.args(["run", "--", "sh", "-c", &script]);
-            c
-        } else {
-            let mut c = Command::new("sh");
-            c.args(["-c", &script]);
-            c
-        };
-        let writer = writer
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn the writer");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !ready.exists() {
-            assert!(Instant::now() < deadline, "the writer did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let (mut in_shared, mut in_launch) = (false, false);
-        for _ in 0..6 {
-            in_shared |= fs::read_to_string(&copy)
-                .unwrap_or_default()
-                .contains("planted");
-            let mut r = if walled {
+fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
+    let cases = [
+        (
+            "claude",
+            ".claude/.claude.json",
+            r#"{"numStartups": 1}"#,
+            r#"{"numStartups": 9, "mcpServers": {"lw": {"command": "planted"}}}"#,
+        ),
+        (
+            "opencode",
+            ".local/share/opencode/auth.json",
+            r#"{"anthropic": {"type": "api", "key": "old"}}"#,
+            r#"{"anthropic": {"type": "api", "key": "refreshed"}, "http://planted.example.org": {"type": "wellknown", "key": "K", "token": "t"}}"#,
+        ),
+    ];
+    for (agent, rel, start, plant) in cases {
+        for walled in [true, false] {
+            let sb = Sandbox::new(&format!("beside-{agent}-{walled}"));
+            let home = sb.home();
+            let copy = home.join(rel);
+            fs::create_dir_all(copy.parent().expect("a parent")).expect("mkdir");
+            fs::write(home.join(".claude.json"), r#"{"mcpServers": {}}"#).expect("write");
+            fs::write(&copy, start).expect("write");
+            let other = sb.root.join("other");
+            fs::create_dir_all(&other).expect("mkdir");
+            sb.git(&other, &["init", "-q"]);
+            let ready = sb.wt().join("writing");
+            let script = format!(
+                ": > '{}'; i=0; while [ $i -lt 150 ]; do printf '%s' '{plant}' > '{}'; i=$((i+1)); sleep 0.01; done",
+                ready.display(),
+                copy.display()
+            );
+            let mut writer = if walled {
                 let mut c = sb.landwall();
-                c.args(["run", "--", "cat"]);
+                c.args(["run", "--agent", agent, "--", "sh", "-c", &script]);
                 c
             } else {
-                Command::new("cat")
+                let mut c = Command::new("sh");
+                c.args(["-c", &script]);
+                c
             };
-            r.arg(&copy).current_dir(&other);
-            let out = output(&mut r);
-            in_launch |= String::from_utf8_lossy(&out.stdout).contains("planted");
-        }
-        let out = writer.wait_with_output().expect("wait for the writer");
-        assert!(out.status.success(), "{}", describe(&out));
-        if walled {
-            assert!(!in_shared, "the plant reached the shared copy while it ran");
-            assert!(!in_launch, "the plant reached the launch beside it");
-            // Its end: the server put back, the rest of what it wrote kept.
+            let writer = writer
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn the writer");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !ready.exists() {
+                assert!(Instant::now() < deadline, "the writer did not start");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let (mut in_shared, mut in_launch) = (false, false);
+            for _ in 0..6 {
+                in_shared |= fs::read_to_string(&copy)
+                    .unwrap_or_default()
+                    .contains("planted");
+                let mut r = if walled {
+                    let mut c = sb.landwall();
+                    c.args(["run", "--agent", agent, "--", "cat"]);
+                    c
+                } else {
+                    Command::new("cat")
+                };
+                r.arg(&copy).current_dir(&other);
+                let out = output(&mut r);
+                in_launch |= String::from_utf8_lossy(&out.stdout).contains("planted");
+            }
+            let out = writer.wait_with_output().expect("wait for the writer");
+            assert!(out.status.success(), "{agent}: {}", describe(&out));
+            if !walled {
+                assert!(
+                    in_shared && in_launch,
+                    "{agent}: control: the plant was not read"
+                );
+                continue;
+            }
+            assert!(
+                !in_shared,
+                "{agent}: the plant reached the shared file while it ran"
+            );
+            assert!(
+                !in_launch,
+                "{agent}: the plant reached the launch beside it"
+            );
+            // Its end: the plant put back, the rest of what the agent wrote kept.
             let end = json(&copy);
-            assert_eq!(end["mcpServers"], serde_json::json!({}), "{end}");
-            assert_eq!(end["numStartups"], 9, "{end}");
-        } else {
-            assert!(in_shared && in_launch, "control: the plant was not read");
+            assert!(!end.to_string().contains("planted"), "{agent}: {end}");
+            if agent == "claude" {
+                assert_eq!(end["numStartups"], 9, "{end}");
+            } else {
+                assert_eq!(end["anthropic"]["key"], "refreshed", "{end}");
+            }
         }
     }
 }
