@@ -345,10 +345,11 @@ pub enum Judge<'a> {
         /// The user's `~/.claude.json`.
         user: &'a Path,
     },
-    /// OpenCode's `auth.json`: no `wellknown` entry but those there at the launch's start.
-    WellKnown {
-        /// Their keys.
-        start: &'a [String],
+    /// OpenCode's `auth.json`: its sign-ins as they were at the launch's start, but for the
+    /// tokens OpenCode refreshes ([`fix_auth`]).
+    Auth {
+        /// Its entries then.
+        start: &'a Map<String, Value>,
     },
 }
 
@@ -357,20 +358,71 @@ impl Judge<'_> {
     fn fix(self, v: &mut Value) -> io::Result<Vec<String>> {
         match self {
             Judge::Claude { user } => Ok(put_back(v, &user_keys(user)?)),
-            Judge::WellKnown { start } => {
-                let new: Vec<String> = wellknown_of(v)
-                    .into_iter()
-                    .filter(|k| !start.contains(k))
-                    .collect();
-                if let Some(o) = v.as_object_mut() {
-                    for k in &new {
-                        o.remove(k);
-                    }
-                }
-                Ok(new)
-            }
+            Judge::Auth { start } => Ok(fix_auth(v, start)),
         }
     }
+}
+
+/// Whether a JSON value is of the kind a field holds.
+type Kind = fn(&Value) -> bool;
+
+/// The fields of an `oauth` sign-in in OpenCode's `auth.json` that OpenCode rewrites when it
+/// refreshes it, with the kind of value each holds.
+const REFRESHED: &[(&str, Kind)] = &[
+    ("access", Value::is_string),
+    ("refresh", Value::is_string),
+    ("expires", Value::is_number),
+];
+
+/// Makes OpenCode's `auth.json` (`v`) what `start` (its entries when the launch began) allows:
+/// every entry as it was, but the refreshed tokens ([`REFRESHED`]) of an `oauth` sign-in that
+/// was there. An entry that was not there is removed, a field of one that was is put back; an
+/// entry removed stays removed (a sign-out reaches nothing). Each entry names where OpenCode
+/// sends its requests, and with what: a `wellknown` one the address it fetches its
+/// configuration from (MCP commands, plugins), a `github-copilot` sign-in its
+/// `enterpriseUrl`, an API key the account its requests (the user's code) go to. Returns what
+/// was changed: each entry's key as JSON, with the field (`"github-copilot".enterpriseUrl`).
+fn fix_auth(v: &mut Value, start: &Map<String, Value>) -> Vec<String> {
+    let mut changed = Vec::new();
+    let Some(o) = v.as_object_mut() else {
+        return changed;
+    };
+    o.retain(|k, e| {
+        let named = Value::from(k.as_str()).to_string();
+        let Some(was) = start.get(k) else {
+            changed.push(named);
+            return false;
+        };
+        if e == was {
+            return true;
+        }
+        let oauth = |x: &Value| x.get("type").and_then(Value::as_str) == Some("oauth");
+        let (Some(now), Some(mut fixed), true) = (
+            e.as_object(),
+            was.as_object().cloned(),
+            oauth(e) && oauth(was),
+        ) else {
+            changed.push(named);
+            *e = was.clone();
+            return true;
+        };
+        for (field, kind) in REFRESHED {
+            if let Some(x) = now.get(*field).filter(|x| kind(x)) {
+                fixed.insert((*field).to_string(), x.clone());
+            }
+        }
+        let mut fields: Vec<&String> = now.keys().chain(fixed.keys()).collect();
+        fields.sort();
+        fields.dedup();
+        for f in fields {
+            if now.get(f) != fixed.get(f) {
+                changed.push(format!("{named}.{f}"));
+            }
+        }
+        *e = Value::Object(fixed);
+        true
+    });
+    changed
 }
 
 /// `text` (a private copy) made what `judge` allows: the new content and what was changed,
@@ -446,9 +498,10 @@ pub fn read_fd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u8>> {
 /// Brings what an agent changed in its private copy of a state file (`base` when its
 /// launch began, `ours` now) into the shared file `name` in `dir`, as other sessions left it
 /// meanwhile: each top-level key, and each entry of `projects`, that the agent changed is
-/// taken from `ours`, every other from the shared file; then it is made what `judge`
-/// allows, and the result replaces the shared file (a rename, so a reader sees the old file
-/// or the new one whole). A shared file that is absent or not JSON counts as `base`.
+/// taken from `ours`, every other from the shared file; it is made what `judge` allows
+/// (Claude Code's in the result, OpenCode's in what the agent changed, before), and the
+/// result replaces the shared file (a rename, so a reader sees the old file or the new one
+/// whole). A shared file that is absent or not JSON counts as `base`.
 pub fn merge(
     dir: &Path,
     name: &str,
@@ -468,6 +521,21 @@ pub fn merge(
         return Ok(Merged::NotJson);
     };
     let base = object(base).unwrap_or_default();
+    // OpenCode's sign-ins are judged in what the agent changed, against what its copy held
+    // at the start (judged against the shared file then): a sign-in the user made meanwhile
+    // outside the wall, in the shared file, is the user's and stays. Claude Code's keys are
+    // judged in the result, against the user's own file.
+    let (ours, mut changed) = match judge {
+        Judge::Auth { .. } => {
+            let mut v = Value::Object(ours);
+            let changed = fix_auth(&mut v, &base);
+            match v {
+                Value::Object(m) => (m, changed),
+                _ => return Ok(Merged::NotJson),
+            }
+        }
+        Judge::Claude { .. } => (ours, Vec::new()),
+    };
     let dir_c = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let fd = crate::sys::open_no_symlinks(None, &dir_c, libc::O_RDONLY | libc::O_DIRECTORY)?;
@@ -495,7 +563,9 @@ pub fn merge(
         }
     }
     let mut merged = Value::Object(merged);
-    let changed = judge.fix(&mut merged)?;
+    if let Judge::Claude { .. } = judge {
+        changed = judge.fix(&mut merged)?;
+    }
     let mut out = serde_json::to_vec_pretty(&merged).map_err(io::Error::other)?;
     out.push(b'\n');
     write_replacing(&fd, name, &out, mode)?;
@@ -526,24 +596,16 @@ fn merge_changed(
     }
 }
 
-/// The keys of OpenCode's `auth.json` (`name` in `dir`) whose entry is of type `wellknown`
-/// ([`crate::protect::Guard::WellKnown`]); none where it is absent. One that cannot be read
+/// The entries of OpenCode's `auth.json` (`name` in `dir`) now
+/// ([`crate::protect::Guard::OpenCodeAuth`]); none where it is absent. One that cannot be read
 /// as JSON is an error.
-pub fn wellknown(dir: &Path, name: &str) -> io::Result<Vec<String>> {
+pub fn auth_entries(dir: &Path, name: &str) -> io::Result<Map<String, Value>> {
     match read_json_in(dir, name)? {
-        None => Ok(Vec::new()),
-        Some((_, Ok(v), _)) => Ok(wellknown_of(&v)),
+        None => Ok(Map::new()),
+        Some((_, Ok(Value::Object(m)), _)) => Ok(m),
+        Some((_, Ok(_), _)) => Err(io::Error::other("not a JSON object")),
         Some((_, Err(e), _)) => Err(io::Error::other(e)),
     }
-}
-
-fn wellknown_of(v: &Value) -> Vec<String> {
-    v.as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(_, e)| e.get("type").and_then(Value::as_str) == Some("wellknown"))
-        .map(|(k, _)| k.clone())
-        .collect()
 }
 
 /// What is read of a JSON state file: `dir`'s descriptor, the content (or why it is not a
@@ -566,15 +628,16 @@ fn read_json_in(dir: &Path, name: &str) -> io::Result<Option<JsonRead>> {
     Ok(Some((fd, v, mode)))
 }
 
-/// Removes from OpenCode's `auth.json` (`name` in `dir`) each `wellknown` entry whose key is
-/// not in `start`; returns the keys removed. The rest (the credentials OpenCode refreshed
-/// meanwhile) is kept. One that cannot be read as JSON is moved aside, as its entries cannot
-/// be judged (OpenCode asks to sign in again).
-pub fn drop_new_wellknown(dir: &Path, name: &str, start: &[String]) -> io::Result<Vec<String>> {
+/// Makes OpenCode's `auth.json` (`name` in `dir`, which the agent wrote itself: the launch had
+/// no copy of its own) what `start` allows ([`fix_auth`]); returns what was changed. One that
+/// cannot be read as JSON is moved aside, as its entries cannot be judged (OpenCode asks to
+/// sign in again).
+pub fn judge_auth(dir: &Path, name: &str, start: &Map<String, Value>) -> io::Result<Vec<String>> {
     let (fd, mut v, mode) = match read_json_in(dir, name)? {
         None => return Ok(Vec::new()),
-        Some((fd, Ok(v), mode)) => (fd, v, mode),
-        Some((fd, Err(e), _)) => {
+        Some((fd, Ok(v @ Value::Object(_)), mode)) => (fd, v, mode),
+        Some((fd, v, _)) => {
+            let e = v.err().unwrap_or_else(|| "not a JSON object".into());
             let aside = crate::rename_aside(fd.as_fd(), OsStr::new(name), OsStr::new(name))?;
             return Ok(vec![format!(
                 "all of it ({e}: moved aside to {})",
@@ -582,22 +645,14 @@ pub fn drop_new_wellknown(dir: &Path, name: &str, start: &[String]) -> io::Resul
             )]);
         }
     };
-    let new: Vec<String> = wellknown_of(&v)
-        .into_iter()
-        .filter(|k| !start.contains(k))
-        .collect();
-    if new.is_empty() {
-        return Ok(new);
-    }
-    if let Some(o) = v.as_object_mut() {
-        for k in &new {
-            o.remove(k);
-        }
+    let changed = fix_auth(&mut v, start);
+    if changed.is_empty() {
+        return Ok(changed);
     }
     let mut out = serde_json::to_vec_pretty(&v).map_err(io::Error::other)?;
     out.push(b'\n');
     write_replacing(&fd, OsStr::new(name), &out, mode)?;
-    Ok(new)
+    Ok(changed)
 }
 
 /// Writes `bytes` to a new file in `dir` and renames it over `name`.
@@ -707,6 +762,58 @@ pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
         .iter()
         .filter_map(|k| v.get(*k).map(|x| (k.to_string(), x.to_string())))
         .collect())
+}
+
+/// OpenCode's sign-ins in its `auth.json` at `path`, for a person to read: each entry's
+/// key with its type and every field whose name says it is an address (`enterpriseUrl`,
+/// `metadata.instanceUrl`): where OpenCode sends the user's code. Never a token or a key;
+/// an address loses its `user:password@`. `Err`: it could not be read or parsed.
+pub fn sign_ins(path: &Path) -> io::Result<Vec<(String, String)>> {
+    fn addresses(v: &Value, at: &str, out: &mut Vec<String>) {
+        let Some(o) = v.as_object() else {
+            return;
+        };
+        for (k, x) in o {
+            let here = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            match x {
+                Value::String(s) if k.to_ascii_lowercase().contains("url") => {
+                    out.push(format!("{here}={}", no_userinfo(s)));
+                }
+                Value::Object(_) => addresses(x, &here, out),
+                _ => {}
+            }
+        }
+    }
+    let text = read_bounded(std::fs::File::open(path)?)?;
+    let v: Value = serde_json::from_slice(&text).map_err(io::Error::other)?;
+    let Value::Object(o) = v else {
+        return Err(io::Error::other("not a JSON object"));
+    };
+    Ok(o.iter()
+        .map(|(k, e)| {
+            let kind = e.get("type").and_then(Value::as_str).unwrap_or("?");
+            let mut said = vec![kind.to_string()];
+            addresses(e, "", &mut said);
+            (no_userinfo(k), said.join(" "))
+        })
+        .collect())
+}
+
+/// `s` without the `user:password@` of an address (`https://u:p@example.org/` →
+/// `https://…@example.org/`): an address in a sign-in may carry a secret.
+fn no_userinfo(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return s.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}://…{}", &rest[at..]),
+        None => s.to_string(),
+    }
 }
 
 /// The strings under the command-bearing keys of the state file `path` (Claude Code's
@@ -921,6 +1028,133 @@ mod tests {
                 .map(|(b, _)| b),
             Some(b"{}\n".to_vec())
         );
+    }
+
+    #[test]
+    fn opencode_sign_ins_are_kept_as_they_began_but_for_refreshed_tokens() {
+        let start = json!({
+            "anthropic": {"type": "oauth", "access": "a1", "refresh": "r1", "expires": 1},
+            "openai": {"type": "api", "key": "sk-user"},
+            "gone": {"type": "api", "key": "k"}
+        });
+        let start = start.as_object().cloned().expect("object");
+        let mut v = json!({
+            // Refreshed, as OpenCode does: kept. A field the agent adds is not.
+            "anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2,
+                          "enterpriseUrl": "https://example.org"},
+            // A key swapped for the agent's account: put back.
+            "openai": {"type": "api", "key": "sk-agent"},
+            // A new sign-in naming the agent's server: removed.
+            "github-copilot": {"type": "oauth", "access": "x", "refresh": "y", "expires": 3,
+                               "enterpriseUrl": "https://example.org"},
+            "https://example.org": {"type": "wellknown", "key": "K", "token": "t"}
+        });
+        let changed = fix_auth(&mut v, &start);
+        assert_eq!(
+            changed,
+            vec![
+                "\"anthropic\".enterpriseUrl".to_string(),
+                "\"github-copilot\"".to_string(),
+                "\"https://example.org\"".to_string(),
+                "\"openai\"".to_string(),
+            ]
+        );
+        assert_eq!(
+            v,
+            json!({
+                "anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2},
+                "openai": {"type": "api", "key": "sk-user"}
+            })
+        );
+        assert!(fix_auth(&mut v, &start).is_empty());
+        // A token of the wrong kind, or an entry turned into an oauth one, is put back whole.
+        let mut v = json!({
+            "anthropic": {"type": "oauth", "access": ["a"], "refresh": "r1", "expires": 1},
+            "openai": {"type": "oauth", "access": "a", "refresh": "r", "expires": 1}
+        });
+        let changed = fix_auth(&mut v, &start);
+        assert_eq!(
+            changed,
+            vec!["\"anthropic\".access".to_string(), "\"openai\"".to_string()]
+        );
+        assert_eq!(v["anthropic"], start["anthropic"]);
+        assert_eq!(v["openai"], start["openai"]);
+    }
+
+    #[test]
+    fn a_sign_in_made_meanwhile_outside_the_wall_is_kept_by_the_merge() {
+        let d = crate::testutil::Scratch::new("authmerge");
+        let name = "auth.json";
+        let base = br#"{"anthropic":{"type":"oauth","access":"a1","refresh":"r1","expires":1},"gone":{"type":"api","key":"k"}}"#;
+        let start = serde_json::from_slice::<Value>(base).expect("json");
+        let start = start.as_object().cloned().expect("object");
+        // Meanwhile the user signed in to OpenAI outside the wall.
+        std::fs::write(
+            d.0.join(name),
+            r#"{"anthropic":{"type":"oauth","access":"a1","refresh":"r1","expires":1},"gone":{"type":"api","key":"k"},"openai":{"type":"api","key":"sk-user"}}"#,
+        )
+        .expect("write");
+        // The agent refreshed its tokens, signed out of `gone`, and planted a sign-in.
+        let ours = br#"{"anthropic":{"type":"oauth","access":"a2","refresh":"r2","expires":2},"github-copilot":{"type":"oauth","access":"x","refresh":"y","expires":3,"enterpriseUrl":"https://example.org"}}"#;
+        assert_eq!(
+            merge(&d.0, name, Judge::Auth { start: &start }, base, ours).expect("merge"),
+            Merged::PutBack(vec!["\"github-copilot\"".into()])
+        );
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(d.0.join(name)).expect("read")).expect("json");
+        assert_eq!(
+            v,
+            json!({
+                "anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2},
+                "openai": {"type": "api", "key": "sk-user"}
+            })
+        );
+        // Written by the agent itself (no copy): judged in place, the same way.
+        std::fs::write(d.0.join(name), ours).expect("write");
+        assert_eq!(
+            judge_auth(&d.0, name, &start).expect("judge"),
+            vec!["\"github-copilot\"".to_string()]
+        );
+        assert_eq!(
+            auth_entries(&d.0, name).expect("read"),
+            json!({"anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2}})
+                .as_object()
+                .cloned()
+                .expect("object")
+        );
+    }
+
+    #[test]
+    fn sign_ins_are_shown_by_where_they_send_never_by_their_secrets() {
+        let d = crate::testutil::Scratch::new("signins");
+        let p = d.0.join("auth.json");
+        std::fs::write(
+            &p,
+            r#"{"github-copilot": {"type": "oauth", "access": "SECRET", "refresh": "SECRET", "expires": 1, "enterpriseUrl": "https://u:SECRET@example.org/x"},
+               "https://example.org": {"type": "wellknown", "key": "SECRET", "token": "SECRET"},
+               "gitlab": {"type": "oauth", "access": "SECRET", "metadata": {"instanceUrl": "https://gitlab.example.org"}},
+               "openai": {"type": "api", "key": "SECRET"}}"#,
+        )
+        .expect("write");
+        let shown = sign_ins(&p).expect("read");
+        assert_eq!(
+            shown,
+            vec![
+                (
+                    "github-copilot".to_string(),
+                    "oauth enterpriseUrl=https://…@example.org/x".to_string()
+                ),
+                (
+                    "gitlab".to_string(),
+                    "oauth metadata.instanceUrl=https://gitlab.example.org".to_string()
+                ),
+                ("https://example.org".to_string(), "wellknown".to_string()),
+                ("openai".to_string(), "api".to_string()),
+            ]
+        );
+        assert!(!format!("{shown:?}").contains("SECRET"));
+        std::fs::write(&p, "[]").expect("write");
+        assert!(sign_ins(&p).is_err());
     }
 
     #[test]

@@ -175,16 +175,16 @@ pub fn build_policy(
             });
         }
     }
-    if let Some(g) = guard_wellknown(&policy, home, vars).filter(|_| launch) {
+    if let Some(g) = guard_auth(&policy, home, vars, launch).filter(|_| launch) {
         // OpenCode's sign-ins, likewise (it writes `auth.json` in place).
-        if let crate::protect::Guard::WellKnown { dir, name, .. } = &g {
+        if let crate::protect::Guard::OpenCodeAuth { dir, name, .. } = &g {
             let path = dir.join(name);
             if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                 policy.protection.held.push(crate::protect::Held {
                     path,
                     hold: crate::protect::Hold::Private,
                     is_dir: false,
-                    reason: "OpenCode's sign-ins, with the addresses it fetches its configuration from: a copy of this launch's own, brought back judged when it ends".into(),
+                    reason: "OpenCode's sign-ins, which name where it sends its requests: a copy of this launch's own, brought back judged when it ends".into(),
                 });
             }
         }
@@ -427,13 +427,16 @@ fn guard_claude_json(
 }
 
 /// OpenCode's `auth.json` (under `$XDG_DATA_HOME`, or `~/.local/share`), where this launch
-/// may write it: the addresses of its `wellknown` entries now, for the watcher to remove
-/// those the agent adds ([`crate::protect::Guard::WellKnown`]). One that cannot be read as
-/// JSON now has none that OpenCode would fetch; at the end it is moved aside.
-fn guard_wellknown(
+/// may write it: its entries now, for the watcher to keep them as they are but for the
+/// tokens OpenCode refreshes ([`crate::protect::Guard::OpenCodeAuth`]). A launch makes it
+/// (`{}`, no sign-in) where it is absent, so that it has a copy of its own to work on
+/// rather than the shared file. One that cannot be read as JSON now has no entry that
+/// OpenCode would use; at the end it is moved aside.
+fn guard_auth(
     policy: &Policy,
     home: Option<&Path>,
     vars: &Vars,
+    launch: bool,
 ) -> Option<crate::protect::Guard> {
     const NAME: &str = "auth.json";
     let data = match var(vars, "XDG_DATA_HOME") {
@@ -448,14 +451,52 @@ fn guard_wellknown(
     {
         return None;
     }
+    if launch {
+        make_empty_auth(&dir, NAME);
+    }
     let judged = crate::protect::file_ident(&dir.join(NAME));
-    let start = crate::agentstate::wellknown(&dir, NAME).unwrap_or_default();
-    Some(crate::protect::Guard::WellKnown {
+    let start = crate::agentstate::auth_entries(&dir, NAME).unwrap_or_default();
+    Some(crate::protect::Guard::OpenCodeAuth {
         dir,
         name: NAME,
         start,
         judged,
     })
+}
+
+/// Makes `name` in `dir` (OpenCode's `auth.json`) `{}`, owner-only, where it is absent:
+/// never following a link, never over a file. Where it cannot be made the launch works on
+/// the shared file, judged when it ends, as before.
+fn make_empty_auth(dir: &Path, name: &str) {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let made = nix::fcntl::open(
+        dir,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .and_then(|d| {
+        let f = openat(
+            &d,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )?;
+        match nix::unistd::write(&f, b"{}\n") {
+            Ok(3) => Ok(()),
+            // Not left half made: OpenCode would read no JSON.
+            written => {
+                let unlinked =
+                    nix::unistd::unlinkat(&d, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+                log::debug!("{name}: removed after a failed write ({unlinked:?})");
+                Err(written.err().unwrap_or(nix::errno::Errno::EIO))
+            }
+        }
+    });
+    match made {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => log::debug!("{}: not made ({e})", dir.join(name).display()),
+    }
 }
 
 /// [`guard_claude_json`] of one file, `copy` (`name` in `dir`).

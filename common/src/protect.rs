@@ -509,13 +509,15 @@ pub enum Guard {
         /// judged again.
         judged: Option<[i64; 4]>,
     },
-    /// OpenCode's `auth.json`: an entry of type `wellknown` makes OpenCode fetch its
-    /// configuration (MCP commands, plugins) from that address at every start, walled or
-    /// not. Those that were not there at the start (`start`) are removed.
-    WellKnown {
+    /// OpenCode's `auth.json`: each entry names where OpenCode sends its requests, walled or
+    /// not (a `wellknown` address it fetches its configuration from, MCP commands and
+    /// plugins; a `github-copilot` sign-in's `enterpriseUrl`; the account an API key is of).
+    /// Each is kept as it was at the start (`start`), but for the tokens OpenCode refreshes
+    /// ([`crate::agentstate::Judge::Auth`]).
+    OpenCodeAuth {
         dir: PathBuf,
         name: &'static str,
-        start: Vec<String>,
+        start: serde_json::Map<String, serde_json::Value>,
         /// As [`Guard::ClaudeJson`]'s.
         judged: Option<[i64; 4]>,
     },

@@ -1112,9 +1112,9 @@ fn judge_of(g: &crate::protect::Guard) -> (&Path, &str, crate::agentstate::Judge
         Guard::ClaudeJson {
             dir, name, user, ..
         } => (dir, name, Judge::Claude { user }),
-        Guard::WellKnown {
+        Guard::OpenCodeAuth {
             dir, name, start, ..
-        } => (dir, name, Judge::WellKnown { start }),
+        } => (dir, name, Judge::Auth { start }),
     }
 }
 
@@ -1132,12 +1132,18 @@ fn judged_words(g: &crate::protect::Guard, file: &Path, what: &[String], after: 
             what.join(", "),
             user.display()
         ),
-        crate::protect::Guard::WellKnown { .. } => format!(
-            "{}: removed the `wellknown` entries the agent added ({}): OpenCode fetches its configuration from each, walled or not; add one yourself with `opencode auth login URL` outside the wall",
-            file.display(),
-            what.join(", ")
-        ),
+        crate::protect::Guard::OpenCodeAuth { .. } => auth_words(file, what, after),
     }
+}
+
+/// What [`crate::agentstate::Judge::Auth`] put back in OpenCode's `auth.json` (`file`), in
+/// words: `after` the agent changed it, or before it started.
+fn auth_words(file: &Path, what: &[String], after: &str) -> String {
+    format!(
+        "{}: put back OpenCode's sign-ins as they were when the launch began ({}){after}: each names where OpenCode sends its requests, walled or not, and only the tokens it refreshes are kept; sign in with `opencode auth login` outside the wall",
+        file.display(),
+        what.join(", ")
+    )
 }
 
 /// A launch's private copy of a guarded state file ([`crate::protect::Hold::Private`]):
@@ -1255,7 +1261,7 @@ fn guard_line(g: &crate::protect::Guard) -> Option<String> {
         Guard::ClaudeJson {
             dir, name, judged, ..
         }
-        | Guard::WellKnown {
+        | Guard::OpenCodeAuth {
             dir, name, judged, ..
         } if judged.is_some() && file_ident(&dir.join(name)) == *judged => None,
         Guard::ClaudeJson {
@@ -1281,19 +1287,19 @@ fn guard_line(g: &crate::protect::Guard) -> Option<String> {
                 )),
             }
         }
-        Guard::WellKnown {
+        Guard::OpenCodeAuth {
             dir, name, start, ..
         } => {
             let file = dir.join(name);
-            match crate::agentstate::drop_new_wellknown(dir, name, start) {
-                Ok(removed) if removed.is_empty() => None,
-                Ok(removed) => Some(format!(
-                    "{}: removed the `wellknown` entries the agent added ({}): OpenCode fetches its configuration from each, walled or not; add one yourself with `opencode auth login URL` outside the wall",
-                    file.display(),
-                    removed.join(", ")
+            match crate::agentstate::judge_auth(dir, name, start) {
+                Ok(changed) if changed.is_empty() => None,
+                Ok(changed) => Some(auth_words(
+                    &file,
+                    &changed,
+                    ", after the agent changed them",
                 )),
                 Err(e) => Some(format!(
-                    "{} could not be judged after the agent ({e}): a `wellknown` entry in it may be the agent's; look before you run OpenCode",
+                    "{} could not be judged after the agent ({e}): a sign-in in it may be the agent's; look at `opencode auth list` before you run OpenCode",
                     file.display()
                 )),
             }
@@ -1652,7 +1658,7 @@ pub fn wall_self(
     for g in &protection.guards {
         let (dir, user) = match g {
             crate::protect::Guard::ClaudeJson { dir, user, .. } => (dir, Some(user)),
-            crate::protect::Guard::WellKnown { dir, .. } => (dir, None),
+            crate::protect::Guard::OpenCodeAuth { dir, .. } => (dir, None),
         };
         if !rules
             .iter()

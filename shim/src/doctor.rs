@@ -124,6 +124,11 @@ pub fn run(vars: &plan::Vars) -> i32 {
     for l in agent_state_lines(var(vars, "HOME").map(Path::new)) {
         r.escaped(&l);
     }
+    // Where OpenCode sends the user's code: its sign-ins (a sign-in planted before landwall
+    // judged them shows here).
+    if let Some(l) = sign_in_line(vars) {
+        r.escaped(&l);
+    }
     // The doors beside the wall: loopback listeners, Unix sockets, what the filter refuses.
     // Their lines quote socket paths and process names any local process chooses, escaped
     // here, one by one (a newline in a name must not start a line of its own).
@@ -231,19 +236,10 @@ fn agent_state_lines(home: Option<&Path>) -> Vec<String> {
                 let listed: Vec<String> = keys
                     .iter()
                     .map(|(k, v)| {
-                        let mut v = v.clone();
-                        if v.len() > STATE_VALUE_MAX {
-                            let mut cut = STATE_VALUE_MAX;
-                            while !v.is_char_boundary(cut) {
-                                cut -= 1;
-                            }
-                            v.truncate(cut);
-                            v.push('…');
-                        }
                         format!(
                             "{} = {}",
                             landwall::spool::printable(k),
-                            landwall::spool::printable(&v)
+                            landwall::spool::printable(&cut(v))
                         )
                     })
                     .collect();
@@ -260,6 +256,62 @@ fn agent_state_lines(home: Option<&Path>) -> Vec<String> {
         }
     }
     out
+}
+
+/// OpenCode's sign-ins (`$XDG_DATA_HOME/opencode/auth.json`, or under `~/.local/share`):
+/// each one's provider, type and the addresses it names, never its secrets. None where
+/// there is no such file or it holds no sign-in.
+fn sign_in_line(vars: &plan::Vars) -> Option<String> {
+    let (data, shown) = match var(vars, "XDG_DATA_HOME") {
+        Some(d) if Path::new(d).is_absolute() => {
+            (PathBuf::from(d), d.to_string_lossy().into_owned())
+        }
+        _ => (
+            Path::new(var(vars, "HOME")?).join(".local/share"),
+            "~/.local/share".to_string(),
+        ),
+    };
+    let path = data.join("opencode/auth.json");
+    let named = format!("{shown}/opencode/auth.json");
+    let shown = landwall::spool::printable(&named);
+    match landwall::agentstate::sign_ins(&path) {
+        Ok(s) if s.is_empty() => None,
+        Ok(s) => {
+            let listed: Vec<String> = s
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{} ({})",
+                        landwall::spool::printable(&cut(k)),
+                        landwall::spool::printable(&cut(v))
+                    )
+                })
+                .collect();
+            Some(format!(
+                "agent state {shown}: OpenCode's sign-ins: {}; OpenCode sends your code where these say: sign out (`opencode auth logout`) of what you did not sign in to",
+                listed.join("; ")
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(format!(
+            "agent state {shown}: cannot be read ({}): look at it, a plant may hide there",
+            landwall::spool::printable(&e.to_string())
+        )),
+    }
+}
+
+/// `v` cut to [`STATE_VALUE_MAX`] bytes, at a character's boundary, marked `…` where cut.
+fn cut(v: &str) -> String {
+    let mut v = v.to_string();
+    if v.len() > STATE_VALUE_MAX {
+        let mut at = STATE_VALUE_MAX;
+        while !v.is_char_boundary(at) {
+            at -= 1;
+        }
+        v.truncate(at);
+        v.push('…');
+    }
+    v
 }
 
 fn first_on_path(name: &str, vars: &plan::Vars) -> Option<PathBuf> {

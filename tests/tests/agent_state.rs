@@ -278,9 +278,11 @@ fn a_snapshot_of_a_session_started_while_the_agent_runs_is_out_of_its_reach() {
     }
 }
 
-/// Adds an MCP server to Claude Code's copy of `.claude.json`, and a `wellknown` entry
-/// to OpenCode's `auth.json` beside a credential it refreshes: both read again by the agent
-/// started without the shim, or by the next launch.
+/// Adds an MCP server to Claude Code's copy of `.claude.json`; to OpenCode's `auth.json` a
+/// `wellknown` address, a GitHub Copilot sign-in whose `enterpriseUrl` names the agent's
+/// server, and its own API key in place of the user's, beside the tokens of a sign-in that
+/// OpenCode refreshes: all read again by the agent started without the shim, or by the next
+/// launch.
 fn mixed_state_script(home: &Path) -> String {
     let py = r#"
 import json
@@ -292,7 +294,9 @@ except OSError: pass
 try:
     p = 'AUTH'
     a = json.load(open(p)); a['http://127.0.0.1:18765'] = {'type': 'wellknown', 'key': 'k', 'token': 't'}
-    a['anthropic']['key'] = 'refreshed'
+    a['github-copilot'] = {'type': 'oauth', 'access': 'x', 'refresh': 'y', 'expires': 0, 'enterpriseUrl': 'http://127.0.0.1:18765'}
+    a['openai']['key'] = 'sk-agent'
+    a['anthropic'].update(access='a2', refresh='r2', expires=2)
     open(p, 'w').write(json.dumps(a))
 except OSError: pass
 "#
@@ -311,7 +315,7 @@ fn mixed_state(home: &Path) {
     fs::create_dir_all(&data).expect("mkdir");
     fs::write(
         data.join("auth.json"),
-        r#"{"anthropic": {"type": "api", "key": "k"}, "https://corp.example.org": {"type": "wellknown", "key": "X", "token": "t"}}"#,
+        r#"{"anthropic": {"type": "oauth", "access": "a1", "refresh": "r1", "expires": 1}, "openai": {"type": "api", "key": "sk-user"}, "https://corp.example.org": {"type": "wellknown", "key": "X", "token": "t"}}"#,
     )
     .expect("write");
 }
@@ -320,8 +324,9 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&fs::read(path).expect("read")).expect("json")
 }
 
-/// Each file is judged again when the launch ends: what the agent added that names code is
-/// gone before anything reads it next, what it refreshed stays.
+/// Each file is judged again when the launch ends: what the agent added that names code, or
+/// where OpenCode sends the user's code, is gone before anything reads it next; what it
+/// refreshed stays.
 #[test]
 fn what_names_code_in_mixed_state_files_is_judged_again_when_the_launch_ends() {
     for agent in ["claude", "opencode"] {
@@ -344,11 +349,13 @@ fn what_names_code_in_mixed_state_files_is_judged_again_when_the_launch_ends() {
             // Under the private home only OpenCode's launch may write auth.json.
             assert!(out.status.success(), "{agent}: {}", describe(&out));
             assert!(
-                auth.get("http://127.0.0.1:18765").is_none(),
+                !auth.to_string().contains("18765"),
                 "{auth}\n{}",
                 describe(&out)
             );
-            assert_eq!(auth["anthropic"]["key"], "refreshed", "{auth}");
+            assert_eq!(auth["openai"]["key"], "sk-user", "{auth}");
+            assert_eq!(auth["anthropic"]["access"], "a2", "{auth}");
+            assert_eq!(auth["anthropic"]["refresh"], "r2", "{auth}");
             assert_eq!(
                 auth["https://corp.example.org"]["type"], "wellknown",
                 "{auth}"
@@ -372,9 +379,10 @@ fn what_names_code_in_mixed_state_files_is_judged_again_when_the_launch_ends() {
     assert!(json(&home.join(".claude/.claude.json"))
         .get("mcpServers")
         .is_some());
-    assert!(json(&home.join(".local/share/opencode/auth.json"))
-        .get("http://127.0.0.1:18765")
-        .is_some());
+    let auth = json(&home.join(".local/share/opencode/auth.json"));
+    assert!(auth.get("http://127.0.0.1:18765").is_some(), "{auth}");
+    assert!(auth.get("github-copilot").is_some(), "{auth}");
+    assert_eq!(auth["openai"]["key"], "sk-agent", "{auth}");
 }
 
 /// Every path under `dir` with its content (a directory's as empty).
@@ -442,7 +450,8 @@ fn looking_at_the_policy_changes_nothing_in_the_home() {
 }
 
 /// Two launches at once, in two projects: an MCP server that the agent of one writes into
-/// Claude Code's `.claude.json` (and a `wellknown` address into OpenCode's `auth.json`),
+/// Claude Code's `.claude.json` (and, into OpenCode's `auth.json`, a `wellknown` address, a
+/// sign-in whose `enterpriseUrl` names its server and its own API key for the user's),
 /// again and again while it runs, reaches neither the agent of the other launch nor the file
 /// the launches share, which the agent run without the shim reads too (found by review:
 /// with one shared copy, put back only at each launch's start and end, a launch that started
@@ -455,14 +464,24 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
         (
             "claude",
             ".claude/.claude.json",
-            r#"{"numStartups": 1}"#,
+            Some(r#"{"numStartups": 1}"#),
             r#"{"numStartups": 9, "mcpServers": {"lw": {"command": "planted"}}}"#,
         ),
         (
             "opencode",
             ".local/share/opencode/auth.json",
-            r#"{"anthropic": {"type": "api", "key": "old"}}"#,
-            r#"{"anthropic": {"type": "api", "key": "refreshed"}, "http://planted.example.org": {"type": "wellknown", "key": "K", "token": "t"}}"#,
+            Some(
+                r#"{"anthropic": {"type": "oauth", "access": "a1", "refresh": "r1", "expires": 1}, "openai": {"type": "api", "key": "sk-user"}}"#,
+            ),
+            r#"{"anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2}, "openai": {"type": "api", "key": "sk-planted"}, "github-copilot": {"type": "oauth", "access": "x", "refresh": "y", "expires": 3, "enterpriseUrl": "http://planted.example.org"}, "http://planted.example.org": {"type": "wellknown", "key": "K", "token": "t"}}"#,
+        ),
+        // OpenCode's first launch, before any sign-in: the launch makes the file, empty, so
+        // that its agent writes a copy of its own there too.
+        (
+            "opencode",
+            ".local/share/opencode/auth.json",
+            None,
+            r#"{"github-copilot": {"type": "oauth", "access": "x", "refresh": "y", "expires": 3, "enterpriseUrl": "http://planted.example.org"}}"#,
         ),
     ];
     for (agent, rel, start, plant) in cases {
@@ -472,7 +491,9 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
             let copy = home.join(rel);
             fs::create_dir_all(copy.parent().expect("a parent")).expect("mkdir");
             fs::write(home.join(".claude.json"), r#"{"mcpServers": {}}"#).expect("write");
-            fs::write(&copy, start).expect("write");
+            if let Some(start) = start {
+                fs::write(&copy, start).expect("write");
+            }
             let other = sb.root.join("other");
             fs::create_dir_all(&other).expect("mkdir");
             sb.git(&other, &["init", "-q"]);
@@ -539,8 +560,16 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
             assert!(!end.to_string().contains("planted"), "{agent}: {end}");
             if agent == "claude" {
                 assert_eq!(end["numStartups"], 9, "{end}");
+            } else if start.is_none() {
+                assert_eq!(end, serde_json::json!({}), "{agent}");
+                let mode = fs::metadata(&copy).expect("stat").permissions();
+                assert_eq!(
+                    std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+                    0o600
+                );
             } else {
-                assert_eq!(end["anthropic"]["key"], "refreshed", "{end}");
+                assert_eq!(end["anthropic"]["access"], "a2", "{end}");
+                assert_eq!(end["openai"]["key"], "sk-user", "{end}");
             }
         }
     }

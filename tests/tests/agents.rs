@@ -1147,6 +1147,77 @@ fn an_opencode_plugin_rewritten_without_the_shim_runs_in_another_project() {
     state_plant(Agent::OpenCode, false, Plant::Package);
 }
 
+/// A sign-in the agent adds to OpenCode's `auth.json` from a walled turn (GitHub Copilot,
+/// its `enterpriseUrl` the agent's server: OpenCode without the shim would send the user's
+/// code there), and the user's API key it swaps for its own, are gone when the turn ends:
+/// the real `opencode auth list`, run without the shim, lists the user's sign-in only.
+/// `walled: false` is the control: planted without the shim, the sign-in is listed.
+fn opencode_sign_in_plant(walled: bool) {
+    let cli = cli_bin_dir(Agent::OpenCode);
+    let tag = if walled { "walled" } else { "control" };
+    let sb = Sandbox::new(&format!("agent-opencode-auth-{tag}"));
+    init_repo(&sb);
+    let auth = sb.home().join(".local/share/opencode/auth.json");
+    fs::create_dir_all(auth.parent().expect("a parent")).expect("mkdir");
+    fs::write(
+        &auth,
+        json!({"openai": {"type": "api", "key": "sk-user"}}).to_string(),
+    )
+    .expect("write auth.json");
+    let plant = "python3 -c 'import json, os; p = os.path.expanduser(\"~/.local/share/opencode/auth.json\"); a = json.load(open(p)); a[\"github-copilot\"] = {\"type\": \"oauth\", \"access\": \"x\", \"refresh\": \"y\", \"expires\": 0, \"enterpriseUrl\": \"http://planted.example.org\"}; a[\"openai\"][\"key\"] = \"sk-planted\"; open(p, \"w\").write(json.dumps(a))'";
+    let first = if walled { Wall::Shim } else { Wall::None };
+    let server = ModelServer::start(&sb, "plant", vec![shell(plant)]);
+    let cmd = agent_command(
+        Agent::OpenCode,
+        &sb,
+        &server,
+        &cli,
+        &sb.wt(),
+        first,
+        Options::default(),
+    );
+    let turn = run_turn(cmd, &sb, "plant", &server);
+    turn.assert_finished();
+    let mut c = Command::new(cli.join("opencode"));
+    sb.clean_env(&mut c);
+    c.env("PATH", format!("{}:{SYSTEM_PATH}", cli.display()))
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .current_dir(sb.root.as_path())
+        .args(["auth", "list"]);
+    let out = output(&mut c);
+    assert!(out.status.success(), "{}", describe(&out));
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(listed.contains("OpenAI"), "{listed}");
+    let now: Value =
+        serde_json::from_slice(&fs::read(&auth).expect("read auth.json")).expect("json");
+    let key = now["openai"]["key"].clone();
+    if walled {
+        assert!(
+            !listed.contains("GitHub Copilot") && key == "sk-user",
+            "the planted sign-in outlived the turn: {listed}\n{}\n{}",
+            fs::read_to_string(&auth).unwrap_or_default(),
+            turn.describe()
+        );
+    } else {
+        assert!(
+            listed.contains("GitHub Copilot") && key == "sk-planted",
+            "control: the plant did not land: {listed}\n{}",
+            turn.describe()
+        );
+    }
+}
+
+#[test]
+fn an_opencode_sign_in_planted_behind_the_wall_is_gone_when_the_turn_ends() {
+    opencode_sign_in_plant(true);
+}
+
+#[test]
+fn an_opencode_sign_in_planted_without_the_shim_is_listed() {
+    opencode_sign_in_plant(false);
+}
+
 /// A new user's first walled OpenCode start, with no configuration file yet, sets nothing
 /// aside and says nothing: the launch makes the `opencode.jsonc` OpenCode writes then, and
 /// holds it. Control: OpenCode without the shim writes the same bytes.

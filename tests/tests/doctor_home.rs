@@ -234,3 +234,30 @@ fn repository_names_are_escaped() {
         "{report}"
     );
 }
+
+/// OpenCode's sign-ins are shown by where they send the user's code (a sign-in planted
+/// before landwall judged them shows, its `enterpriseUrl` with it), never by their
+/// secrets; a home with none shows no such line.
+#[test]
+fn opencode_sign_ins_are_shown_without_their_secrets() {
+    let sb = Sandbox::new("doctor-sign-ins");
+    let (app, _) = developer_home(&sb);
+    let prefix = "agent state ~/.local/share/opencode/auth.json: OpenCode's sign-ins: ";
+    assert!(line(&doctor(&sb, &app, ""), prefix).is_none());
+    let data = sb.home().join(".local/share/opencode");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(
+        data.join("auth.json"),
+        r#"{"github-copilot": {"type": "oauth", "access": "SECRET1", "refresh": "SECRET2", "expires": 1, "enterpriseUrl": "http://u:SECRET3@planted.example.org"},
+           "openai": {"type": "api", "key": "SECRET4"}}"#,
+    )
+    .expect("write auth.json");
+    let report = doctor(&sb, &app, "");
+    let l = line(&report, prefix).unwrap_or_else(|| panic!("no sign-in line:\n{report}"));
+    assert!(
+        l.contains("github-copilot (oauth enterpriseUrl=http://…@planted.example.org)")
+            && l.contains("openai (api)"),
+        "{l}"
+    );
+    assert!(!report.contains("SECRET"), "{report}");
+}
