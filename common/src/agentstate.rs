@@ -254,8 +254,8 @@ fn open_in(dir: &OwnedFd, name: &OsStr) -> io::Result<Option<std::fs::File>> {
     }
 }
 
-/// Reads a regular file of bounded size.
-fn read_bounded(mut f: std::fs::File) -> io::Result<Vec<u8>> {
+/// The length of `f`, which must be a regular file of at most [`MAX_BYTES`].
+fn bounded_len(f: &std::fs::File) -> io::Result<usize> {
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
@@ -266,7 +266,12 @@ fn read_bounded(mut f: std::fs::File) -> io::Result<Vec<u8>> {
             MAX_BYTES >> 20
         )));
     }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
+    usize::try_from(meta.len()).map_err(io::Error::other)
+}
+
+/// Reads a regular file of bounded size.
+fn read_bounded(mut f: std::fs::File) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(bounded_len(&f)?);
     Read::by_ref(&mut f)
         .take(MAX_BYTES + 1)
         .read_to_end(&mut buf)?;
@@ -471,17 +476,7 @@ pub enum Merged {
 pub fn read_fd(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let f = std::fs::File::from(fd.try_clone_to_owned()?);
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    if meta.len() > MAX_BYTES {
-        return Err(io::Error::other(format!(
-            "larger than {} MiB",
-            MAX_BYTES >> 20
-        )));
-    }
-    let mut buf = vec![0u8; meta.len() as usize];
+    let mut buf = vec![0u8; bounded_len(&f)?];
     let mut at = 0;
     while at < buf.len() {
         match f.read_at(&mut buf[at..], at as u64) {
