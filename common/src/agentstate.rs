@@ -372,11 +372,13 @@ impl Judge<'_> {
 type Kind = fn(&Value) -> bool;
 
 /// The fields of an `oauth` sign-in in OpenCode's `auth.json` that OpenCode rewrites when it
-/// refreshes it, with the kind of value each holds.
+/// refreshes it, with the kind of value each holds: the tokens, and the account id its
+/// ChatGPT sign-in reads out of a refreshed token (an id, never an address).
 const REFRESHED: &[(&str, Kind)] = &[
     ("access", Value::is_string),
     ("refresh", Value::is_string),
     ("expires", Value::is_number),
+    ("accountId", Value::is_string),
 ];
 
 /// Makes OpenCode's `auth.json` (`v`) what `start` (its entries when the launch began) allows:
@@ -1036,7 +1038,7 @@ mod tests {
         let mut v = json!({
             // Refreshed, as OpenCode does: kept. A field the agent adds is not.
             "anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2,
-                          "enterpriseUrl": "https://example.org"},
+                          "accountId": "acct", "enterpriseUrl": "https://example.org"},
             // A key swapped for the agent's account: put back.
             "openai": {"type": "api", "key": "sk-agent"},
             // A new sign-in naming the agent's server: removed.
@@ -1057,7 +1059,8 @@ mod tests {
         assert_eq!(
             v,
             json!({
-                "anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2},
+                "anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2,
+                              "accountId": "acct"},
                 "openai": {"type": "api", "key": "sk-user"}
             })
         );
