@@ -415,6 +415,9 @@ fn guard_claude_json(
         if copy == user || !writes(&copy) || writes(&user) {
             continue;
         }
+        if name == crate::agentstate::NAME {
+            make_empty_json(&dir, name);
+        }
         guard_one(&dir, name, &copy, &user)?;
         guards.push(crate::protect::Guard::ClaudeJson {
             dir: dir.clone(),
@@ -452,7 +455,7 @@ fn guard_auth(
         return None;
     }
     if launch {
-        make_empty_auth(&dir, NAME);
+        make_empty_json(&dir, NAME);
     }
     let judged = crate::protect::file_ident(&dir.join(NAME));
     let start = crate::agentstate::auth_entries(&dir, NAME).unwrap_or_default();
@@ -464,10 +467,11 @@ fn guard_auth(
     })
 }
 
-/// Makes `name` in `dir` (OpenCode's `auth.json`) `{}`, owner-only, where it is absent:
-/// never following a link, never over a file. Where it cannot be made the launch works on
-/// the shared file, judged when it ends, as before.
-fn make_empty_auth(dir: &Path, name: &str) {
+/// Makes the JSON state file `name` in `dir` (OpenCode's `auth.json`, Claude Code's
+/// `.claude.json`) `{}`, owner-only, where it is absent, so that even a launch before the
+/// agent's first start has a copy of its own: never following a link, never over a file.
+/// Where it cannot be made the launch works on the shared file, judged when it ends.
+fn make_empty_json(dir: &Path, name: &str) {
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
     let made = nix::fcntl::open(

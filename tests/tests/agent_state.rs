@@ -475,8 +475,14 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
             ),
             r#"{"anthropic": {"type": "oauth", "access": "a2", "refresh": "r2", "expires": 2}, "openai": {"type": "api", "key": "sk-planted"}, "github-copilot": {"type": "oauth", "access": "x", "refresh": "y", "expires": 3, "enterpriseUrl": "http://planted.example.org"}, "http://planted.example.org": {"type": "wellknown", "key": "K", "token": "t"}}"#,
         ),
-        // OpenCode's first launch, before any sign-in: the launch makes the file, empty, so
-        // that its agent writes a copy of its own there too.
+        // Each agent's first launch, before it made its file: the launch makes it, empty,
+        // so that its agent writes a copy of its own there too.
+        (
+            "claude",
+            ".claude/.claude.json",
+            None,
+            r#"{"numStartups": 9, "mcpServers": {"lw": {"command": "planted"}}}"#,
+        ),
         (
             "opencode",
             ".local/share/opencode/auth.json",
@@ -558,15 +564,18 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
             // Its end: the plant put back, the rest of what the agent wrote kept.
             let end = json(&copy);
             assert!(!end.to_string().contains("planted"), "{agent}: {end}");
+            if start.is_none() {
+                let mode = fs::metadata(&copy).expect("stat").permissions();
+                assert_eq!(
+                    std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+                    0o600,
+                    "{agent}"
+                );
+            }
             if agent == "claude" {
                 assert_eq!(end["numStartups"], 9, "{end}");
             } else if start.is_none() {
                 assert_eq!(end, serde_json::json!({}), "{agent}");
-                let mode = fs::metadata(&copy).expect("stat").permissions();
-                assert_eq!(
-                    std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
-                    0o600
-                );
             } else {
                 assert_eq!(end["anthropic"]["access"], "a2", "{end}");
                 assert_eq!(end["openai"]["key"], "sk-user", "{end}");

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# What judging the agents' own state (issue 25) costs a launch: the `claude` and `opencode`
+# shims launching /bin/true from a project in a home holding each agent's state as a
+# signed-in user has it (Claude Code's `.claude.json` with forty projects, OpenCode's
+# `auth.json` with three sign-ins, its configuration and cache), at STATE_BASE (before the
+# launches' private copies and OpenCode's held cache), STATE_PREV (the main before the last
+# change) and STATE_NEW (default HEAD), as root and as the unprivileged user landwall-test,
+# in one hyperfine run per agent and user. Writes bench/state-results.md.
+#
+# Why it costs: per private copy (`.claude.json`, `auth.json`) a tmpfs, a bind and a detach
+# in the launch's namespace, and a read and judgement of the file before the wall goes up;
+# OpenCode's cache, held, is a bind per directory of it that exists.
+#
+# Environment: STATE_BASE (default bffc58f), STATE_PREV (default de846b2), STATE_NEW
+# (default HEAD), STATE_RUNS (default 300), STATE_DIR (builds and the scratch home; default
+# $CARGO_TARGET_DIR/bench-state or target/bench-state). Needs root, git, cargo, setpriv,
+# python3 and hyperfine (`make bench` installs it).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT_MD=$ROOT/bench/state-results.md
+DIR=${STATE_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/bench-state}
+RUNS=${STATE_RUNS:-300}
+
+die() { echo "bench/state.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (it measures root and landwall-test)"
+for t in git cargo hyperfine setpriv python3; do command -v "$t" >/dev/null || die "$t is missing"; done
+id landwall-test >/dev/null 2>&1 || useradd --system --no-create-home landwall-test
+
+BASE=$(git -C "$ROOT" rev-parse --short=7 "${STATE_BASE:-bffc58f}^{commit}")
+PREV=$(git -C "$ROOT" rev-parse --short=7 "${STATE_PREV:-de846b2}^{commit}")
+NEW=$(git -C "$ROOT" rev-parse --short=7 "${STATE_NEW:-HEAD}^{commit}")
+
+mkdir -p "$DIR/bin"
+build() {
+    local c=$1
+    [ -x "$DIR/bin/$c/landwall" ] && return 0
+    echo "== state: building $c (release) in $DIR"
+    rm -rf "$DIR/src-$c"
+    mkdir -p "$DIR/src-$c" "$DIR/bin/$c"
+    git -C "$ROOT" archive "$c" | tar -x -C "$DIR/src-$c"
+    # A target directory each: one shared target directory was seen to keep the first
+    # build for both (bench/home.sh).
+    (cd "$DIR/src-$c" && CARGO_TARGET_DIR="$DIR/target-$c" cargo build --release -q -p landwall)
+    cp "$DIR/target-$c/release/landwall" "$DIR/bin/$c/landwall"
+    ln -sf landwall "$DIR/bin/$c/claude"
+    ln -sf landwall "$DIR/bin/$c/opencode"
+}
+for c in "$BASE" "$PREV" "$NEW"; do build "$c"; done
+# A build of HEAD is made again each run: the working tree may have moved on.
+[ "${STATE_NEW:-HEAD}" != HEAD ] || { rm -rf "$DIR/bin/$NEW"; build "$NEW"; }
+
+# A signed-in user's home: each agent's state as it is after some weeks of use.
+H=$DIR/home
+rm -rf "$H" "$DIR/agents"
+mkdir -p "$H/src/app" "$H/.claude/projects" "$H/.config/opencode" \
+    "$H/.local/share/opencode/snapshot" "$H/.local/state/opencode" "$DIR/agents"
+for d in packages bin node_modules models skills; do mkdir -p "$H/.cache/opencode/$d"; done
+git -C "$H/src/app" init -q
+python3 - "$H" <<'PY'
+import json, sys
+h = sys.argv[1]
+projects = {f"{h}/src/p{i}": {"allowedTools": [], "lastCost": i * 0.1,
+            "history": [{"display": "x" * 200} for _ in range(5)]} for i in range(40)}
+c = {"numStartups": 40, "tipsHistory": {f"tip{i}": i for i in range(30)}, "projects": projects}
+open(f"{h}/.claude/.claude.json", "w").write(json.dumps(c, indent=2))
+open(f"{h}/.claude.json", "w").write(json.dumps({"mcpServers": {}}))
+auth = {"anthropic": {"type": "oauth", "access": "a" * 100, "refresh": "r" * 100, "expires": 1},
+        "openai": {"type": "api", "key": "k" * 50},
+        "https://example.org": {"type": "wellknown", "key": "K", "token": "t" * 40}}
+open(f"{h}/.local/share/opencode/auth.json", "w").write(json.dumps(auth, indent=2))
+open(f"{h}/.config/opencode/opencode.jsonc", "w").write("{}\n")
+open(f"{h}/.local/state/opencode/model.json", "w").write('{"recent": []}\n')
+PY
+chmod 600 "$H/.claude/.claude.json" "$H/.local/share/opencode/auth.json"
+for a in claude opencode; do
+    printf '#!/bin/sh\nexit 0\n' >"$DIR/agents/$a-real"
+    chmod 755 "$DIR/agents/$a-real"
+done
+: >"$DIR/none.toml"
+chown -R landwall-test: "$H"
+chmod 755 "$DIR" "$DIR/bin" "$DIR/agents"
+chmod -R go+rX "$DIR/bin"
+
+run() { # who, build, agent
+    local as=()
+    [ "$1" = root ] || as=(setpriv --reuid=landwall-test --regid=landwall-test --init-groups --)
+    printf '%s ' "${as[@]}" env -i HOME="$H" LANG=C.UTF-8 LANDWALL_CONFIG="$DIR/none.toml" \
+        PATH="$DIR/bin/$2:$DIR/agents:/usr/bin:/bin" "$DIR/bin/$2/$3"
+}
+# Each launch must succeed, and leave nothing of the user's state set aside or put back.
+cd "$H/src/app"
+for c in "$BASE" "$PREV" "$NEW"; do
+    for a in claude opencode; do
+        for who in root user; do
+            out=$(eval "$(run "$who" "$c" "$a")" 2>&1) || die "$c $a as $who failed: $out"
+            [ -z "$out" ] || die "$c $a as $who said: $out"
+        done
+    done
+done
+
+md() { echo "$*" >>"$OUT_MD.tmp"; }
+: >"$OUT_MD.tmp"
+md "# Judging the agents' own state at launch (bench/state.sh)"
+md ""
+md "\`base\` is $BASE (before the launches' private copies of \`.claude.json\` and \`auth.json\` and OpenCode's held cache), \`prev\` $PREV, \`new\` $NEW. Release builds, the shim launching /bin/true from a git repository in a home with each agent's state as a signed-in user has it; hyperfine -N, $RUNS runs each, medians. Kernel $(uname -r), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+md ""
+md "| agent | who | base ms | prev ms | new ms | new × base | new × prev |"
+md "|---|---|---:|---:|---:|---:|---:|"
+for a in claude opencode; do
+    for who in root user; do
+        json=$DIR/hyperfine-$a-$who.json
+        hyperfine -N -w 30 -r "$RUNS" --export-json "$json" \
+            -n base "$(run "$who" "$BASE" "$a")" \
+            -n prev "$(run "$who" "$PREV" "$a")" \
+            -n new "$(run "$who" "$NEW" "$a")" >/dev/null
+        python3 - "$json" "$a" "$who" >>"$OUT_MD.tmp" <<'PY'
+import json, sys
+r = {x["command"]: x["median"] * 1000 for x in json.load(open(sys.argv[1]))["results"]}
+b, p, n = r["base"], r["prev"], r["new"]
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {b:.3f} | {p:.3f} | {n:.3f} | {n / b:.3f} | {n / p:.3f} |")
+PY
+    done
+done
+md ""
+md "Load average $(cut -d' ' -f1-3 /proc/loadavg) at the end."
+mv "$OUT_MD.tmp" "$OUT_MD"
+cat "$OUT_MD"
