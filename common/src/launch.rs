@@ -267,7 +267,9 @@ pub fn exposed_without_namespace(policy: &Policy) -> Option<String> {
             h.hold.read_only()
                 || matches!(
                     h.hold,
-                    crate::protect::Hold::Fresh | crate::protect::Hold::Private
+                    crate::protect::Hold::Fresh
+                        | crate::protect::Hold::Private
+                        | crate::protect::Hold::Layer
                 )
         })
         .map(|h| {
@@ -710,6 +712,7 @@ mod tests {
                 hold: crate::protect::Hold::ReadOnly,
                 is_dir: false,
                 reason: "test".into(),
+                store: None,
             }],
             submodules: None,
             absent: vec![crate::protect::Absent {

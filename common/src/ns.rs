@@ -469,6 +469,14 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
         sys::mount_fs(c"tmpfs", &target, libc::MS_NOSUID | libc::MS_NODEV, &data)?;
         return mounted_tmp(&h.path, &before, 0o700).map(|()| None);
     }
+    if h.hold == Hold::Layer {
+        let Some(store) = h.store.as_deref().filter(|_| h.is_dir) else {
+            return Err(io::Error::other(
+                "only a directory with a store can be layered",
+            ));
+        };
+        return layer(&h.path, &fd, &before, store).map(|()| None);
+    }
     if h.hold == Hold::Private {
         if h.is_dir {
             return Err(io::Error::other("only a file can have a private copy"));
@@ -495,9 +503,164 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
                 return Err(io::Error::other("it is still read-only after the mount"));
             }
         }
-        Hold::InPlace | Hold::Fresh | Hold::Private => {}
+        Hold::InPlace | Hold::Fresh | Hold::Private | Hold::Layer => {}
     }
     Ok(None)
+}
+
+/// `overlayfs`'s magic number (`statfs(2)`).
+const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
+
+/// How many launches of one project may each have a layer at once: each takes the first
+/// slot of the project's store that no mounted overlay uses.
+const LAYER_SLOTS: usize = 32;
+
+/// Covers the directory `path` (open as `fd`, `before` its state) with an overlay: `path`
+/// itself is the lower layer, read-only; a slot of `store` (the project's, made by the
+/// launch owner-only where the agent cannot write) holds the upper layer that takes what
+/// is written, and its work directory. Every directory is opened without following a link
+/// and named to the kernel by its descriptor, so no path is resolved twice; each must be
+/// the launch's own (owned by it, writable by no one else). Then checked: `path` is now an
+/// overlay that was not there before, nosuid and nodev.
+///
+/// The overlay is mounted with `index=on`, so the kernel refuses (EBUSY) an upper layer
+/// that another mounted overlay uses: a launch of the same project running meanwhile has
+/// slot 0, and this one takes the next. An upper layer made over another directory than
+/// `path` is now (`~/.cache` removed and made again) is refused too (ESTALE): that slot is
+/// emptied, as its lower layer was, and made again.
+fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Result<()> {
+    let store_c = CString::new(store.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let dir_flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY;
+    let store_fd = sys::open_no_symlinks(None, &store_c, dir_flags).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("its layer's store {}: {e}", store.display()),
+        )
+    })?;
+    own_dir(&store_fd, store)?;
+    let mut reset = false;
+    let mut slot = 0;
+    while slot < LAYER_SLOTS {
+        let name = slot.to_string();
+        let at = store.join(&name);
+        let dir = own_subdir(&store_fd, &name, &at)?;
+        let upper = own_subdir(&dir, "upper", &at.join("upper"))?;
+        let work = own_subdir(&dir, "work", &at.join("work"))?;
+        let mut data = format!(
+            "lowerdir=/proc/self/fd/{},upperdir=/proc/self/fd/{},workdir=/proc/self/fd/{},index=on",
+            fd.as_raw_fd(),
+            upper.as_raw_fd(),
+            work.as_raw_fd()
+        );
+        if !nix::unistd::geteuid().is_root() {
+            // In a user namespace, overlayfs keeps its marks in user.* attributes.
+            data.push_str(",userxattr");
+        }
+        let target = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| io::Error::other("descriptor path"))?;
+        let data = CString::new(data).map_err(|_| io::Error::other("options"))?;
+        match sys::mount_fs(c"overlay", &target, libc::MS_NOSUID | libc::MS_NODEV, &data) {
+            Ok(()) => break,
+            // Another launch of the project has it.
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => slot += 1,
+            // Made over a directory that is gone: emptied, once.
+            Err(e) if e.raw_os_error() == Some(libc::ESTALE) && !reset => {
+                reset = true;
+                drop((upper, work, dir));
+                remove_slot(&at)?;
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "mounting an overlay with its upper layer in {}: {e}; where that file system cannot hold one, \"!~/{}\" in `protect` leaves the layer out (docs/configuration.md)",
+                        at.display(),
+                        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+                    ),
+                ))
+            }
+        }
+    }
+    if slot == LAYER_SLOTS {
+        return Err(io::Error::other(format!(
+            "{LAYER_SLOTS} launches of this project have a layer of {} at once already",
+            store.display()
+        )));
+    }
+    let now = open_real_dir(path, OFlag::O_RDONLY)?;
+    let st = stat(&now)?;
+    if st.st_dev == before.st_dev {
+        return Err(io::Error::other(
+            "it is the same file system as before the mount",
+        ));
+    }
+    let fs = nix::sys::statfs::fstatfs(&now).map_err(errno)?;
+    if fs.filesystem_type().0 as i64 != OVERLAYFS_MAGIC {
+        return Err(io::Error::other("it is not an overlay"));
+    }
+    let flags = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?.flags();
+    use nix::sys::statvfs::FsFlags;
+    if !flags.contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV) {
+        return Err(io::Error::other("it is not nosuid,nodev"));
+    }
+    Ok(())
+}
+
+/// Checks that `fd` (`at`) is a directory of the launch's own: owned by it, writable by no
+/// one else.
+fn own_dir(fd: &OwnedFd, at: &Path) -> io::Result<()> {
+    let st = stat(fd)?;
+    if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o022 != 0 {
+        return Err(io::Error::other(format!(
+            "{} is not the launch's own (owner {}, mode {:o})",
+            at.display(),
+            st.st_uid,
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// `name` in `dir` (`at`), made owner-only where absent, opened without following a link,
+/// and checked to be the launch's own ([`own_dir`]).
+fn own_subdir(dir: &OwnedFd, name: &str, at: &Path) -> io::Result<OwnedFd> {
+    match mkdirat(dir, name, Mode::from_bits_truncate(0o700)) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+        Err(e) => {
+            return Err(io::Error::new(
+                errno(e).kind(),
+                format!("making {}: {e}", at.display()),
+            ))
+        }
+    }
+    let fd = openat(
+        dir,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io::Error::new(errno(e).kind(), format!("{}: {e}", at.display())))?;
+    own_dir(&fd, at)?;
+    Ok(fd)
+}
+
+/// Removes the slot `at` with all it holds (the work directory's own directories are
+/// made owner-less by overlayfs: given back to the owner first). Nothing is followed: it is
+/// the launch's own, where the agent cannot write.
+fn remove_slot(at: &Path) -> io::Result<()> {
+    for sub in ["work/work", "work/index"] {
+        let dir = at.join(sub);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+            }
+            _ => {}
+        }
+    }
+    std::fs::remove_dir_all(at)
+        .map_err(|e| io::Error::new(e.kind(), format!("emptying {}: {e}", at.display())))
 }
 
 /// Where a private copy is made ([`private_copy`]): a tmpfs mounted here for the moment it

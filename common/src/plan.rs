@@ -172,8 +172,12 @@ pub fn build_policy(
                 hold: crate::protect::Hold::Private,
                 is_dir: false,
                 reason: "Claude Code's state, with the MCP servers it starts: a copy of this launch's own, brought back judged when it ends".into(),
+                store: None,
             });
         }
+    }
+    if launch {
+        make_layer_stores(&policy);
     }
     if let Some(g) = guard_auth(&policy, home, vars, launch).filter(|_| launch) {
         // OpenCode's sign-ins, likewise (it writes `auth.json` in place).
@@ -185,6 +189,7 @@ pub fn build_policy(
                     hold: crate::protect::Hold::Private,
                     is_dir: false,
                     reason: "OpenCode's sign-ins, which name where it sends its requests: a copy of this launch's own, brought back judged when it ends".into(),
+                    store: None,
                 });
             }
         }
@@ -346,6 +351,41 @@ fn ensure_state_dirs(agent: &str, home: &Path) -> Result<(), Error> {
 /// `create_dir_all` would follow a link the agent left in the home under the writable home
 /// (`~/.local` → `/etc`) and create directories wherever it points, as the user or root.
 fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
+    make_dirs_no_symlinks_mode(home, rel, 0o777)
+}
+
+/// Makes the store of each of `policy`'s layers ([`crate::protect::Hold::Layer`]),
+/// owner-only, one component at a time without following a link, under the home the
+/// record is kept in. One that cannot be made fails the launch
+/// when the namespace opens it, with its path.
+fn make_layer_stores(policy: &Policy) {
+    let Some(under) = Path::new(crate::record::UNDER_HOME).parent() else {
+        return;
+    };
+    for h in &policy.protection.held {
+        let Some(store) = h.store.as_deref() else {
+            continue;
+        };
+        let (Some(dir), Some(project), Some(home)) = (
+            store.file_name(),
+            store.parent().and_then(Path::file_name),
+            store.ancestors().nth(6),
+        ) else {
+            continue;
+        };
+        let rel = under.join(crate::record::LAYERS).join(project).join(dir);
+        if home.join(&rel) != store {
+            continue;
+        }
+        // Its slots are made in the namespace, as they are taken.
+        if let Err(e) = make_dirs_no_symlinks_mode(home, &rel.to_string_lossy(), 0o700) {
+            log::debug!("{}: not made ({e})", store.display());
+        }
+    }
+}
+
+/// [`make_dirs_no_symlinks`], each directory made with `mode` (less the umask).
+fn make_dirs_no_symlinks_mode(home: &Path, rel: &str, mode: u32) -> std::io::Result<()> {
     use nix::fcntl::{open, openat, OFlag};
     use nix::sys::stat::{mkdirat, Mode};
     // Usually there already, as plain directories: nothing to make (and a launch inside
@@ -368,7 +408,7 @@ fn make_dirs_no_symlinks(home: &Path, rel: &str) -> std::io::Result<()> {
         Mode::empty(),
     )?;
     for part in rel.split('/').filter(|p| !p.is_empty()) {
-        match mkdirat(&dir, part, Mode::from_bits_truncate(0o777)) {
+        match mkdirat(&dir, part, Mode::from_bits_truncate(mode)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(e) => return Err(e.into()),
         }
@@ -617,6 +657,7 @@ fn make_agent_code(agent: &str, home: &Path, projects: &[PathBuf]) {
                 .map(|p| format!("{}/{}", shared.path, profile::claude_project_dir(p)))
                 .collect(),
             profile::Kept::Fresh => vec![shared.path.to_string()],
+            profile::Kept::Layer => vec![shared.path.to_string()],
         };
         for rel in own {
             if let Err(e) = make_dirs_no_symlinks(home, &rel) {

@@ -1389,10 +1389,19 @@ pub fn build_with(inputs: Inputs<'_>, resolver: Resolver) -> Result<Policy, Poli
     if let Some(real_home) = home.and_then(|h| std::fs::canonicalize(h).ok()) {
         let mut p = std::mem::take(&mut policy.protection);
         let projects = own_projects(&policy.worktree);
-        let state =
-            crate::protect::agent_state(&mut p, &real_home, &projects, &config.protect, &|p| {
-                policy.decide(p).rule.is_some_and(|r| r.access.writes())
-            });
+        let writable = |p: &Path| policy.decide(p).rule.is_some_and(|r| r.access.writes());
+        // The projects' layers, beside the record, where the agent can write neither (the
+        // namespace opens the store without following a link, so one there fails the launch).
+        let stores = crate::record::place(Some(&real_home), writable)
+            .and_then(|r| r.parent().map(|d| d.join(crate::record::LAYERS)));
+        let state = crate::protect::agent_state(
+            &mut p,
+            &real_home,
+            &projects,
+            &config.protect,
+            stores.as_deref(),
+            &writable,
+        );
         policy.protection = p;
         bases.extend(state?);
     }

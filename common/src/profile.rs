@@ -14,6 +14,9 @@
 //!   plugin package into `~/.config/opencode` with npm's library at every start, and that
 //!   install failed with EACCES on `mkdir ~/.npm` (so does an `npm install` an agent runs).
 //!   The agent's npm cache is then also kept apart from the one the user's npm trusts.
+//!   Every tool's code there (pre-commit's hook environments, Go's build cache) is the
+//!   user's too: a launch writes `~/.cache` only through a layer of its project's own
+//!   ([`Kept::Layer`]).
 //!
 //! Environment defaults under every home mode ([`env_defaults`]):
 //! - `TMPDIR=/tmp`: SQLite picks its directory for temporary files from `SQLITE_TMPDIR`,
@@ -638,7 +641,14 @@ pub enum Kept {
     Project,
     /// Nothing: an empty file system of the launch's own covers it.
     Fresh,
+    /// What the user has there, read-only, under a layer of this launch's project's own
+    /// (an overlay whose upper layer is kept per project, out of the agent's reach): what
+    /// the agent writes there only later launches in the same project see.
+    Layer,
 }
+
+/// Who owns a [`Shared`] directory that every agent's launch writes: held whatever the agent.
+pub const EVERY_AGENT: &str = "*";
 
 /// Checked against the release's binary, as [`AGENT_CODE`].
 const AGENT_SHARED: &[(&str, Shared)] = &[
@@ -664,6 +674,94 @@ const AGENT_SHARED: &[(&str, Shared)] = &[
             path: ".claude/session-env",
             kept: Kept::Fresh,
             reason: "Claude Code's session environment scripts: written by hooks, sourced before every shell command of their session",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/file-history",
+            kept: Kept::Layer,
+            reason: "Claude Code's backups of the files each session edited, which a rewind writes back into that session's project: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/todos",
+            kept: Kept::Layer,
+            reason: "Claude Code's task lists, per session: a resumed session works through what it finds there: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/plans",
+            kept: Kept::Layer,
+            reason: "Claude Code's plans, which a session in plan mode follows: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/tasks",
+            kept: Kept::Layer,
+            reason: "Claude Code's tasks, which its background sessions and teammates take up: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/teams",
+            kept: Kept::Layer,
+            reason: "Claude Code's teams, whose members take what they find there as their instructions: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/jobs",
+            kept: Kept::Layer,
+            reason: "Claude Code's background jobs: what each is to do: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/sessions",
+            kept: Kept::Layer,
+            reason: "Claude Code's session registry, which names what each session runs and where: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/ide",
+            kept: Kept::Layer,
+            reason: "Claude Code's IDE lock files: each names the port and token of an IDE's MCP server, which Claude Code connects to: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/backups",
+            kept: Kept::Layer,
+            reason: "Claude Code's backups of its configuration, restored (with their MCP servers) when .claude.json is lost or cannot be read: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        "claude",
+        Shared {
+            path: ".claude/paste-cache",
+            kept: Kept::Layer,
+            reason: "Claude Code's pasted text, put back into the prompt from the history: what this launch writes there goes to a layer of its project's own",
+        },
+    ),
+    (
+        EVERY_AGENT,
+        Shared {
+            path: ".cache",
+            kept: Kept::Layer,
+            reason: "the caches every tool shares, walled or not: pre-commit's hook environments, Go's build cache, corepack's package managers, virtualenvs and browsers hold code your own tools run outside the wall; what this launch writes there goes to a layer of its project's own",
         },
     ),
     (

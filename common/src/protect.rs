@@ -430,6 +430,13 @@ pub enum Hold {
     /// into the shared file at the end (Claude Code's `.claude.json`, [`Guard`]). Without
     /// a namespace the agent writes the shared file, and the launch says so.
     Private,
+    /// A directory covered by an overlay: what the user has there is its lower layer,
+    /// read-only, and what the agent writes goes to an upper layer of the launch's
+    /// project's own ([`Held::store`]), kept for that project's later launches, out of the
+    /// agent's reach otherwise (`~/.cache`: code that the user's own tools run, outside the
+    /// wall, from there). Without a namespace the agent writes the shared directory, and
+    /// the launch says so.
+    Layer,
 }
 
 impl Hold {
@@ -455,6 +462,9 @@ pub struct Held {
     pub is_dir: bool,
     /// Why (for `landwall policy` and `check`).
     pub reason: Cow<'static, str>,
+    /// For a [`Hold::Layer`]: the project's own directory that holds its upper layer (made
+    /// by the launch, where the agent cannot write).
+    pub store: Option<PathBuf>,
 }
 
 /// A protected path that does not exist when the launch starts.
@@ -841,9 +851,15 @@ fn normalize(p: &mut Protection) {
     p.held.dedup_by(|b, a| {
         // Keep the stronger hold of two entries for one path (read-only over the rest).
         if a.path.as_os_str() == b.path.as_os_str() {
-            if b.hold == Hold::ReadOnly || (b.hold.read_only() && !a.hold.read_only()) {
+            // A layer covers what a bind in place would keep: the directory cannot be
+            // renamed away either way.
+            if b.hold == Hold::ReadOnly
+                || (b.hold.read_only() && !a.hold.read_only())
+                || (a.hold == Hold::InPlace && b.hold == Hold::Layer)
+            {
                 a.hold = b.hold;
                 a.reason = b.reason.clone();
+                a.store = b.store.clone();
             }
             true
         } else {
@@ -1048,12 +1064,13 @@ pub const HOME_PREFIX: &str = "~/";
 /// as it appears; `"!~/<path>"` in `protect` leaves one out. Returns the state directories
 /// they lie in, for [`hold_above`]. `home` is real (symbolic links resolved). Then the
 /// agents' shared directories ([`shared`]), with `projects` the directories whose entries
-/// are this launch's own.
+/// are this launch's own and `stores` where the projects' layers are kept.
 pub fn agent_state(
     p: &mut Protection,
     home: &Path,
     projects: &[PathBuf],
     changes: &[Change],
+    stores: Option<&Path>,
     writable: &dyn Fn(&Path) -> bool,
 ) -> Result<Vec<PathBuf>, ProtectError> {
     // The entries share their directories (`~/.config/opencode`, `~/.claude`), and each
@@ -1151,7 +1168,7 @@ pub fn agent_state(
             }
         }
     }
-    shared(p, home, projects, writable, &mut bases);
+    shared(p, home, projects, changes, stores, writable, &mut bases);
     normalize(p);
     Ok(bases)
 }
@@ -1204,22 +1221,59 @@ fn every_entry(
     Ok(())
 }
 
+/// Where the upper layers of `project`'s [`Hold::Layer`] of `rel` (relative to `$HOME`)
+/// are kept, under `stores`: a directory per project, named so that a person can tell it
+/// (the project's directory name) and so that no directory the agent can make or name
+/// shares another project's (the SHA-256 of its real path); in it, one per layered
+/// directory (`cache`, `claude-todos`).
+pub fn layer_store(stores: &Path, project: &Path, rel: &str) -> PathBuf {
+    use sha2::Digest;
+    let name: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(32)
+        .collect();
+    let digest = sha2::Sha256::digest(project.as_os_str().as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let dir: String = rel
+        .split('/')
+        .map(|part| part.trim_start_matches('.'))
+        .collect::<Vec<_>>()
+        .join("-");
+    stores
+        .join(format!("{}-{hex}", name.trim_start_matches('.')))
+        .join(dir)
+}
+
 /// The agents' [`crate::profile::Shared`] directories in `home` that `writable` says the
 /// agent may write and that exist (as directories, where their links lead): each held
 /// [`Hold::Shared`] with the entries of `projects` ([`crate::profile::claude_project_dir`])
-/// that are directories given back as [`Hold::Hole`]s, or covered [`Hold::Fresh`]. An entry
-/// that is a link is given back nowhere: it could lead to another project's.
+/// that are directories given back as [`Hold::Hole`]s, or covered [`Hold::Fresh`], or
+/// layered ([`Hold::Layer`]) over a store of the last of `projects` (the main checkout, or
+/// the worktree) in `stores`, unless `changes` leave it out. An entry that is a link is
+/// given back nowhere: it could lead to another project's.
 fn shared(
     p: &mut Protection,
     home: &Path,
     projects: &[PathBuf],
+    changes: &[Change],
+    stores: Option<&Path>,
     writable: &dyn Fn(&Path) -> bool,
     bases: &mut Vec<PathBuf>,
 ) {
     use crate::profile::Kept;
     for (_, shared) in crate::profile::agent_shared() {
         let path = home.join(shared.path);
-        let Some(top) = writable_top(&path, writable) else {
+        // A layer is laid where the agent may write (a state directory itself); the others
+        // lie in one.
+        let top = match shared.kept {
+            Kept::Layer => writable(&path).then(|| path.clone()),
+            Kept::Project | Kept::Fresh => writable_top(&path, writable),
+        };
+        let Some(top) = top else {
             continue;
         };
         let Ok(real) = std::fs::canonicalize(&path) else {
@@ -1228,15 +1282,30 @@ fn shared(
         if !real.is_dir() {
             continue;
         }
-        let hold = match shared.kept {
-            Kept::Project => Hold::Shared,
-            Kept::Fresh => Hold::Fresh,
+        let (hold, store) = match shared.kept {
+            Kept::Project => (Hold::Shared, None),
+            Kept::Fresh => (Hold::Fresh, None),
+            Kept::Layer => {
+                // Left out by the user, or nowhere the agent cannot write (`home =
+                // "open"`, as the record): the shared directory, as it is.
+                let named = format!("{HOME_PREFIX}{}", shared.path);
+                let left_out = changes
+                    .iter()
+                    .any(|c| matches!(c, Change::Remove(r) if *r == named));
+                match (stores, projects.last()) {
+                    (Some(stores), Some(project)) if !left_out => {
+                        (Hold::Layer, Some(layer_store(stores, project, shared.path)))
+                    }
+                    _ => continue,
+                }
+            }
         };
         p.held.push(Held {
             path: real.clone(),
             hold,
             is_dir: true,
             reason: Cow::Borrowed(shared.reason),
+            store,
         });
         if shared.kept == Kept::Project {
             for project in projects {
@@ -1251,6 +1320,7 @@ fn shared(
                         reason: Cow::Borrowed(
                             "this launch's project's own entry: its transcripts and memory",
                         ),
+                        store: None,
                     });
                 }
             }
@@ -1302,6 +1372,7 @@ pub fn hold_above(
                     hold: Hold::InPlace,
                     is_dir: true,
                     reason: "lies where the agent may write: renamed away, with what is held in it, it could be rebuilt with a git dir of the agent's".into(),
+                    store: None,
                 });
                 added = true;
             }
@@ -1570,6 +1641,7 @@ fn walk(
                 hold: Hold::InPlace,
                 is_dir: true,
                 reason: Cow::Owned(format!("on the way to the protected {rel}")),
+                store: None,
             });
             continue;
         }
@@ -1602,6 +1674,7 @@ fn walk(
             },
             is_dir,
             reason: reason.clone(),
+            store: None,
         });
     }
     Ok(())
@@ -1836,6 +1909,7 @@ mod tests {
             hold,
             is_dir: true,
             reason: Cow::Borrowed("test"),
+            store: None,
         };
         let mut p = Protection {
             held: vec![
@@ -1865,5 +1939,74 @@ mod tests {
         assert!(p
             .covering(Path::new("/h/.claude/projects/-other/memory/M.md"))
             .is_some());
+    }
+
+    /// A layer wins over a bind in place of the same directory (both keep it from being
+    /// renamed away; only the layer keeps the user's copy out of reach), keeps its store,
+    /// is mounted before what is held in it, and covers nothing from `check`'s view.
+    #[test]
+    fn a_layer_wins_over_a_bind_in_place_and_is_mounted_first() {
+        let held = |path: &str, hold, store: Option<&str>| Held {
+            path: PathBuf::from(path),
+            hold,
+            is_dir: true,
+            reason: Cow::Borrowed("test"),
+            store: store.map(PathBuf::from),
+        };
+        let mut p = Protection {
+            held: vec![
+                held("/h/.cache/opencode/packages", Hold::ReadOnly, None),
+                held("/h/.cache", Hold::InPlace, None),
+                held("/h/.cache", Hold::Layer, Some("/s/p-1/cache")),
+            ],
+            ..Protection::default()
+        };
+        normalize(&mut p);
+        let order: Vec<(&Path, Hold, Option<&Path>)> = p
+            .held
+            .iter()
+            .map(|h| (h.path.as_path(), h.hold, h.store.as_deref()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (
+                    Path::new("/h/.cache"),
+                    Hold::Layer,
+                    Some(Path::new("/s/p-1/cache"))
+                ),
+                (
+                    Path::new("/h/.cache/opencode/packages"),
+                    Hold::ReadOnly,
+                    None
+                ),
+            ]
+        );
+        assert!(p.covering(Path::new("/h/.cache/go-build/aa")).is_none());
+    }
+
+    /// Each project, and each directory layered in it, has a store of its own: the name
+    /// says which, and no two paths share one.
+    #[test]
+    fn each_project_and_directory_has_a_layer_store_of_its_own() {
+        let s = Path::new("/h/.local/state/landwall/cache");
+        let a = layer_store(s, Path::new("/src/app"), ".cache");
+        assert!(a.starts_with(s));
+        let name = a
+            .strip_prefix(s)
+            .expect("under")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with("app-") && name.ends_with("/cache"),
+            "{name}"
+        );
+        assert_eq!(a, layer_store(s, Path::new("/src/app"), ".cache"));
+        assert_ne!(a, layer_store(s, Path::new("/other/app"), ".cache"));
+        assert_ne!(a, layer_store(s, Path::new("/src/app"), ".claude/todos"));
+        assert!(layer_store(s, Path::new("/src/app"), ".claude/todos").ends_with("claude-todos"));
+        // Nothing of the name leads anywhere else.
+        let odd = layer_store(s, Path::new("/src/../../etc x"), ".cache");
+        assert_eq!(odd.parent().and_then(Path::parent), Some(s));
     }
 }

@@ -49,6 +49,10 @@ use crate::protect::{Absent, Hold, Protection};
 /// Where the records are kept under `$HOME`.
 pub const UNDER_HOME: &str = ".local/state/landwall/record";
 
+/// Beside the record: the upper layers of the projects' `~/.cache`
+/// ([`crate::protect::Hold::Layer`]), one directory a project.
+pub const LAYERS: &str = "cache";
+
 /// The record's name in the worktree's directory.
 const RECORD: &str = "record";
 

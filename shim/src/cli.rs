@@ -238,6 +238,7 @@ fn protected_json(policy: &Policy) -> Vec<ProtectedJson<'_>> {
             Hold::Hole => "writable (own)",
             Hold::Fresh => "empty (own)",
             Hold::Private => "writable (own copy)",
+            Hold::Layer => "writable (project's own layer)",
         },
         reason: &h.reason,
     });

@@ -846,11 +846,31 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
         }
     }
     ro.append(&mut in_home);
-    let ro = if ro.is_empty() {
+    let mut ro = if ro.is_empty() {
         "none exists now".to_string()
     } else {
         ro.join(", ")
     };
+    let layered: Vec<String> = p
+        .held
+        .iter()
+        .filter(|h| h.hold == landwall::protect::Hold::Layer)
+        .map(|h| {
+            match home
+                .as_deref()
+                .and_then(|home| h.path.strip_prefix(home).ok())
+            {
+                Some(r) => format!("~/{}", r.display()),
+                None => h.path.display().to_string(),
+            }
+        })
+        .collect();
+    if !layered.is_empty() {
+        ro.push_str(&format!(
+            "; covered by a layer of the project's own (what the agent writes there reaches no other project, nor your tools): {}",
+            layered.join(", ")
+        ));
+    }
     // Below ABI 6 signals are not scoped: the agent could kill the watcher that sweeps.
     let killable = if landwall::wall::kernel_abi().is_ok_and(|abi| abi < 6) {
         " (but below Landlock ABI 6 the agent can kill the watcher that does it)"

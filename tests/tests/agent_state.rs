@@ -110,18 +110,34 @@ fn no_launch_leaves_a_plant_in_any_agents_command_bearing_state() {
     assert_eq!(planted(&home).len(), agent_code().count());
 }
 
+/// Claude Code's directories that each project keeps to itself as a layer
+/// (`landwall::profile::Kept::Layer`), relative to `$HOME`.
+fn claude_layers() -> Vec<&'static str> {
+    landwall::profile::agent_shared()
+        .filter(|(agent, s)| *agent == "claude" && s.kept == landwall::profile::Kept::Layer)
+        .map(|(_, s)| s.path)
+        .collect()
+}
+
 /// What Claude Code keeps per project and per session in `~/.claude`, shared by every
 /// session of the user's, walled or not: another project's memory and transcripts, a
-/// session's shell snapshot and hook environment (sourced before each of its shell commands).
-/// Laid out as the user's sessions left them.
+/// session's shell snapshot and hook environment (sourced before each of its shell commands),
+/// and a file of another session's in each of its layered directories (file history, task
+/// lists, plans, IDE lock files, configuration backups, …). Laid out as the user's sessions
+/// left them.
 fn claude_sessions(home: &Path) -> Vec<PathBuf> {
     let c = home.join(".claude");
-    let files = [
+    let mut files = vec![
         c.join("projects/-home-u-other/memory/MEMORY.md"),
         c.join("projects/-home-u-other/0b1d.jsonl"),
         c.join("shell-snapshots/snapshot-bash-1-abc.sh"),
         c.join("session-env/0b1d/sessionstart-hook-0.sh"),
     ];
+    files.extend(
+        claude_layers()
+            .iter()
+            .map(|d| home.join(d).join("0b1d/other-session")),
+    );
     for f in &files {
         fs::create_dir_all(f.parent().expect("a parent")).expect("mkdir");
         fs::write(f, "the user's\n").expect("write");
@@ -145,9 +161,18 @@ fn claude_sessions_script(home: &Path, files: &[PathBuf], own: &Path) -> String 
         n = new.display()
     ));
     s.push_str(&format!(
-        "mkdir -p '{o}/memory' && echo own > '{o}/memory/MEMORY.md' && echo own > '{o}/1.jsonl'\n",
+        "mkdir -p '{o}/memory' && echo own > '{o}/memory/MEMORY.md' && echo own > '{o}/1.jsonl' || exit 7\n",
         o = own.display()
     ));
+    // The layered directories stay writable behind the wall: the plant is there, as the
+    // agent sees it, and a new session's file is made.
+    for d in claude_layers() {
+        let d = home.join(d);
+        s.push_str(&format!(
+            "grep -q '{PLANT}' '{d}/0b1d/other-session' || exit 8; mkdir -p '{d}/new' && echo own > '{d}/new/own' || exit 9\n",
+            d = d.display()
+        ));
+    }
     s
 }
 
@@ -206,6 +231,10 @@ fn claude_sessions_walled(unprivileged: bool) {
     }
     let new = home.join(".claude/projects/-home-u-next");
     assert!(!new.exists(), "{} was made inside the wall", new.display());
+    for d in claude_layers() {
+        let new = home.join(d).join("new");
+        assert!(!new.exists(), "{} was made inside the wall", new.display());
+    }
 
     // Control: without the wall every plant lands.
     let sb = Sandbox::new("claude-sessions-control");
@@ -224,6 +253,9 @@ fn claude_sessions_walled(unprivileged: bool) {
     assert!(home
         .join(".claude/projects/-home-u-next/memory/MEMORY.md")
         .is_file());
+    for d in claude_layers() {
+        assert!(home.join(d).join("new/own").is_file(), "{d}");
+    }
 }
 
 /// A process the agent leaves running waits for a session of the user's to start (its
@@ -582,4 +614,193 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
             }
         }
     }
+}
+
+/// What a walled launch does in `~/.cache` (the caches every tool shares, walled or not):
+/// reads what the user has there, rewrites a hook environment's script the user's
+/// pre-commit runs, adds a build cache entry, removes a file of the user's; then says what
+/// it sees.
+const CACHE_SCRIPT: &str = r#"
+c=$HOME/.cache
+cat "$c/pre-commit/repo/hook.sh"
+echo 'planted by the agent' >> "$c/pre-commit/repo/hook.sh" || exit 3
+mkdir -p "$c/go-build/aa" && echo 'planted by the agent' > "$c/go-build/aa/obj" || exit 4
+rm "$c/pre-commit/repo/keep" || exit 5
+test ! -e "$c/pre-commit/repo/keep" || exit 6
+"#;
+
+/// What a launch in `dir` sees of the cache: the hook script, and whether the build cache
+/// entry is there.
+const CACHE_LOOK: &str = r#"
+c=$HOME/.cache
+cat "$c/pre-commit/repo/hook.sh"
+if test -e "$c/go-build/aa/obj"; then echo 'obj there'; fi
+"#;
+
+/// The user's cache: a pre-commit hook environment.
+fn users_cache(home: &Path) {
+    let repo = home.join(".cache/pre-commit/repo");
+    fs::create_dir_all(&repo).expect("mkdir");
+    fs::write(repo.join("hook.sh"), "the user's\n").expect("write");
+    fs::write(repo.join("keep"), "the user's\n").expect("write");
+}
+
+/// `landwall run` in `dir`, as root or as the test user, with `config` (or none).
+fn run_in(
+    sb: &Sandbox,
+    dir: &Path,
+    unprivileged: bool,
+    config: Option<&Path>,
+    script: &str,
+) -> std::process::Output {
+    let mut c = if unprivileged {
+        let (uid, gid) = test_user();
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .args(["--init-groups", "--"])
+            .arg(landwall_e2e::landwall());
+        sb.clean_env(&mut c);
+        c
+    } else {
+        sb.landwall()
+    };
+    if let Some(config) = config {
+        c.env("LANDWALL_CONFIG", config);
+    }
+    c.current_dir(dir);
+    c.args(["run", "--", "sh", "-c", script]);
+    output(&mut c)
+}
+
+fn cache_layered(unprivileged: bool) {
+    let sb = Sandbox::new("cache-layer");
+    let home = sb.home();
+    users_cache(&home);
+    let other = sb.root.join("other");
+    fs::create_dir_all(&other).expect("mkdir");
+    if unprivileged {
+        let (uid, gid) = test_user();
+        for d in [sb.home(), sb.wt(), other.clone()] {
+            chown_tree(&d, uid, gid);
+        }
+    }
+    let out = run_in(&sb, &sb.wt(), unprivileged, None, CACHE_SCRIPT);
+    assert!(out.status.success(), "{}", describe(&out));
+    // It read the user's cache, and changed it, as it saw it.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("the user's\n"),
+        "{}",
+        describe(&out)
+    );
+    // The user's cache, which the user's own tools read outside the wall, is as it was.
+    let repo = home.join(".cache/pre-commit/repo");
+    assert_eq!(
+        fs::read_to_string(repo.join("hook.sh")).expect("read"),
+        "the user's\n"
+    );
+    assert!(repo.join("keep").is_file(), "the user's file was removed");
+    assert!(
+        !home.join(".cache/go-build").exists(),
+        "a build cache entry reached the user's cache"
+    );
+    // A launch in another project sees the user's cache, not what the agent wrote.
+    let out = run_in(&sb, &other, unprivileged, None, CACHE_LOOK);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the user's\n",
+        "{}",
+        describe(&out)
+    );
+    // The next launch in the same project keeps its cache.
+    let out = run_in(&sb, &sb.wt(), unprivileged, None, CACHE_LOOK);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "the user's\nplanted by the agent\nobj there\n",
+        "{}",
+        describe(&out)
+    );
+
+    // Control: with the layer left out (`"!~/.cache"`), the same launch rewrites the user's
+    // hook script, and the other project's launch meets it.
+    let sb = Sandbox::new("cache-layer-control");
+    let home = sb.home();
+    users_cache(&home);
+    let other = sb.root.join("other");
+    fs::create_dir_all(&other).expect("mkdir");
+    if unprivileged {
+        let (uid, gid) = test_user();
+        for d in [sb.home(), sb.wt(), other.clone()] {
+            chown_tree(&d, uid, gid);
+        }
+    }
+    let config = sb.config("protect = [\"!~/.cache\"]\n");
+    let out = run_in(&sb, &sb.wt(), unprivileged, Some(&config), CACHE_SCRIPT);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        fs::read_to_string(home.join(".cache/pre-commit/repo/hook.sh"))
+            .expect("read")
+            .contains(PLANT)
+    );
+    let out = run_in(&sb, &other, unprivileged, None, CACHE_LOOK);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(PLANT),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn what_a_launch_writes_in_the_cache_reaches_neither_the_user_nor_another_project() {
+    cache_layered(false);
+}
+
+/// The same as an unprivileged user: the overlay is mounted in a user namespace.
+#[test]
+fn what_a_launch_writes_in_the_cache_reaches_neither_the_user_nor_another_project_unprivileged() {
+    cache_layered(true);
+}
+
+/// The layer is part of the wall: where its store is not the launch's own (here a link
+/// laid in its place, as only the user could), the agent does not start, and the launch
+/// exits 100. Control: with the store as the launch makes it, the agent runs.
+#[test]
+fn a_launch_whose_cache_layer_cannot_be_laid_does_not_start() {
+    let sb = Sandbox::new("cache-layer-fails");
+    sb.agent_script("claude", "exit 0");
+    let (uid, gid) = test_user();
+    let stores = sb.home().join(".local/state/landwall");
+    fs::create_dir_all(&stores).expect("mkdir");
+    std::os::unix::fs::symlink(sb.outside(), stores.join("cache")).expect("link");
+    for d in [sb.home(), sb.wt(), sb.outside()] {
+        chown_tree(&d, uid, gid);
+    }
+    let shim = |sb: &Sandbox| {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .args(["--init-groups", "--"])
+            .arg(sb.shims().join("claude"));
+        sb.clean_env(&mut c);
+        c.current_dir(sb.wt());
+        output(&mut c)
+    };
+    let out = shim(&sb);
+    assert_eq!(out.status.code(), Some(100), "{}", describe(&out));
+    assert!(
+        !sb.ran_in(&sb.wt()),
+        "the agent ran without its cache layer"
+    );
+    assert_eq!(
+        fs::read_dir(sb.outside()).expect("read").count(),
+        1,
+        "a store was made where the link leads"
+    );
+
+    fs::remove_file(stores.join("cache")).expect("rm");
+    let out = shim(&sb);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(sb.ran_in(&sb.wt()));
 }
