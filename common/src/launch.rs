@@ -270,6 +270,7 @@ pub fn exposed_without_namespace(policy: &Policy) -> Option<String> {
                     crate::protect::Hold::Fresh
                         | crate::protect::Hold::Private
                         | crate::protect::Hold::Layer
+                        | crate::protect::Hold::Own
                 )
         })
         .map(|h| {

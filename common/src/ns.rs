@@ -469,6 +469,14 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
         sys::mount_fs(c"tmpfs", &target, libc::MS_NOSUID | libc::MS_NODEV, &data)?;
         return mounted_tmp(&h.path, &before, 0o700).map(|()| None);
     }
+    if h.hold == Hold::Own {
+        let Some(store) = h.store.as_deref().filter(|_| h.is_dir) else {
+            return Err(io::Error::other(
+                "only a directory with a store can be covered",
+            ));
+        };
+        return own(&h.path, &fd, store).map(|()| None);
+    }
     if h.hold == Hold::Layer {
         let Some(store) = h.store.as_deref().filter(|_| h.is_dir) else {
             return Err(io::Error::other(
@@ -503,7 +511,7 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
                 return Err(io::Error::other("it is still read-only after the mount"));
             }
         }
-        Hold::InPlace | Hold::Fresh | Hold::Private | Hold::Layer => {}
+        Hold::InPlace | Hold::Fresh | Hold::Private | Hold::Layer | Hold::Own => {}
     }
     Ok(None)
 }
@@ -605,6 +613,24 @@ fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Resu
         return Err(io::Error::other("it is not nosuid,nodev"));
     }
     Ok(())
+}
+
+/// Covers the directory `path` (open as `fd`) with `store` (the project's own, made by the
+/// launch owner-only where the agent cannot write): opened without following a link,
+/// checked to be the launch's own, bound onto it, and `path` checked to be it now.
+fn own(path: &Path, fd: &OwnedFd, store: &Path) -> io::Result<()> {
+    let store_c = CString::new(store.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY;
+    let source = sys::open_no_symlinks(None, &store_c, flags)
+        .map_err(|e| io::Error::new(e.kind(), format!("its store {}: {e}", store.display())))?;
+    own_dir(&source, store)?;
+    let want = stat(&source)?;
+    bind(&source, fd)?;
+    let path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let now = sys::open_no_symlinks(None, &path, flags)?;
+    same(&now, &want)
 }
 
 /// Checks that `fd` (`at`) is a directory of the launch's own: owned by it, writable by no

@@ -657,7 +657,9 @@ fn make_agent_code(agent: &str, home: &Path, projects: &[PathBuf]) {
                 .map(|p| format!("{}/{}", shared.path, profile::claude_project_dir(p)))
                 .collect(),
             profile::Kept::Fresh => vec![shared.path.to_string()],
-            profile::Kept::Layer => vec![shared.path.to_string()],
+            profile::Kept::Layer | profile::Kept::Own | profile::Kept::Read => {
+                vec![shared.path.to_string()]
+            }
         };
         for rel in own {
             if let Err(e) = make_dirs_no_symlinks(home, &rel) {

@@ -645,6 +645,14 @@ pub enum Kept {
     /// (an overlay whose upper layer is kept per project, out of the agent's reach): what
     /// the agent writes there only later launches in the same project see.
     Layer,
+    /// A directory of this launch's project's own in its place (kept per project, out of
+    /// the agent's reach otherwise): what the user's sessions keep there the agent neither
+    /// sees nor changes, and what it writes only later launches in the same project see. A
+    /// bind, where [`Kept::Layer`]'s overlay costs half a millisecond to mount and as much
+    /// to take down.
+    Own,
+    /// Read-only: what the user's sessions leave there is read, nothing is written.
+    Read,
 }
 
 /// Who owns a [`Shared`] directory that every agent's launch writes: held whatever the agent.
@@ -680,80 +688,80 @@ const AGENT_SHARED: &[(&str, Shared)] = &[
         "claude",
         Shared {
             path: ".claude/file-history",
-            kept: Kept::Layer,
-            reason: "Claude Code's backups of the files each session edited, which a rewind writes back into that session's project: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's backups of the files each session edited, which a rewind writes back into that session's project: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/todos",
-            kept: Kept::Layer,
-            reason: "Claude Code's task lists, per session: a resumed session works through what it finds there: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's task lists, per session: a resumed session works through what it finds there: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/plans",
-            kept: Kept::Layer,
-            reason: "Claude Code's plans, which a session in plan mode follows: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's plans, which a session in plan mode follows: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/tasks",
-            kept: Kept::Layer,
-            reason: "Claude Code's tasks, which its background sessions and teammates take up: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's tasks, which its background sessions and teammates take up: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/teams",
-            kept: Kept::Layer,
-            reason: "Claude Code's teams, whose members take what they find there as their instructions: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's teams, whose members take what they find there as their instructions: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/jobs",
-            kept: Kept::Layer,
-            reason: "Claude Code's background jobs: what each is to do: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's background jobs: what each is to do: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/sessions",
-            kept: Kept::Layer,
-            reason: "Claude Code's session registry, which names what each session runs and where: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's session registry, which names what each session runs and where: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/ide",
-            kept: Kept::Layer,
-            reason: "Claude Code's IDE lock files: each names the port and token of an IDE's MCP server, which Claude Code connects to: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Read,
+            reason: "Claude Code's IDE lock files: each names the port and token of an IDE's MCP server, which Claude Code connects to: this launch reads them, and writes none",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/backups",
-            kept: Kept::Layer,
-            reason: "Claude Code's backups of its configuration, restored (with their MCP servers) when .claude.json is lost or cannot be read: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's backups of its configuration, restored (with their MCP servers) when .claude.json is lost or cannot be read: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (
         "claude",
         Shared {
             path: ".claude/paste-cache",
-            kept: Kept::Layer,
-            reason: "Claude Code's pasted text, put back into the prompt from the history: what this launch writes there goes to a layer of its project's own",
+            kept: Kept::Own,
+            reason: "Claude Code's pasted text, put back into the prompt from the history: what this launch writes there goes to a directory of its project's own",
         },
     ),
     (

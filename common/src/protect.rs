@@ -437,6 +437,11 @@ pub enum Hold {
     /// wall, from there). Without a namespace the agent writes the shared directory, and
     /// the launch says so.
     Layer,
+    /// A directory covered by one of the launch's project's own ([`Held::store`]), bound
+    /// onto it: what the user keeps there the agent neither sees nor changes, and what it
+    /// writes only that project's later launches see. Without a namespace the agent writes
+    /// the shared directory, and the launch says so.
+    Own,
 }
 
 impl Hold {
@@ -447,7 +452,7 @@ impl Hold {
 
     /// Whether it is a part of a read-only hold given back to the agent.
     pub fn opens(self) -> bool {
-        matches!(self, Hold::Hole | Hold::Fresh)
+        matches!(self, Hold::Hole | Hold::Fresh | Hold::Own)
     }
 }
 
@@ -855,7 +860,7 @@ fn normalize(p: &mut Protection) {
             // renamed away either way.
             if b.hold == Hold::ReadOnly
                 || (b.hold.read_only() && !a.hold.read_only())
-                || (a.hold == Hold::InPlace && b.hold == Hold::Layer)
+                || (a.hold == Hold::InPlace && matches!(b.hold, Hold::Layer | Hold::Own))
             {
                 a.hold = b.hold;
                 a.reason = b.reason.clone();
@@ -1271,7 +1276,7 @@ fn shared(
         // lie in one.
         let top = match shared.kept {
             Kept::Layer => writable(&path).then(|| path.clone()),
-            Kept::Project | Kept::Fresh => writable_top(&path, writable),
+            Kept::Project | Kept::Fresh | Kept::Own | Kept::Read => writable_top(&path, writable),
         };
         let Some(top) = top else {
             continue;
@@ -1283,9 +1288,9 @@ fn shared(
             continue;
         }
         let (hold, store) = match shared.kept {
-            Kept::Project => (Hold::Shared, None),
+            Kept::Project | Kept::Read => (Hold::Shared, None),
             Kept::Fresh => (Hold::Fresh, None),
-            Kept::Layer => {
+            Kept::Layer | Kept::Own => {
                 // Left out by the user, or nowhere the agent cannot write (`home =
                 // "open"`, as the record): the shared directory, as it is.
                 let named = format!("{HOME_PREFIX}{}", shared.path);
@@ -1293,9 +1298,14 @@ fn shared(
                     .iter()
                     .any(|c| matches!(c, Change::Remove(r) if *r == named));
                 match (stores, projects.last()) {
-                    (Some(stores), Some(project)) if !left_out => {
-                        (Hold::Layer, Some(layer_store(stores, project, shared.path)))
-                    }
+                    (Some(stores), Some(project)) if !left_out => (
+                        if shared.kept == Kept::Own {
+                            Hold::Own
+                        } else {
+                            Hold::Layer
+                        },
+                        Some(layer_store(stores, project, shared.path)),
+                    ),
                     _ => continue,
                 }
             }

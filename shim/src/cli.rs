@@ -239,6 +239,7 @@ fn protected_json(policy: &Policy) -> Vec<ProtectedJson<'_>> {
             Hold::Fresh => "empty (own)",
             Hold::Private => "writable (own copy)",
             Hold::Layer => "writable (project's own layer)",
+            Hold::Own => "writable (project's own)",
         },
         reason: &h.reason,
     });

@@ -854,7 +854,12 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
     let layered: Vec<String> = p
         .held
         .iter()
-        .filter(|h| h.hold == landwall::protect::Hold::Layer)
+        .filter(|h| {
+            matches!(
+                h.hold,
+                landwall::protect::Hold::Layer | landwall::protect::Hold::Own
+            )
+        })
         .map(|h| {
             match home
                 .as_deref()
@@ -867,7 +872,7 @@ fn protected_line(policy: &Policy, ns: &std::io::Result<()>) -> String {
         .collect();
     if !layered.is_empty() {
         ro.push_str(&format!(
-            "; covered by a layer of the project's own (what the agent writes there reaches no other project, nor your tools): {}",
+            "; covered by the project's own (what the agent writes there reaches no other project, nor your tools): {}",
             layered.join(", ")
         ));
     }

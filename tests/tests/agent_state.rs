@@ -110,13 +110,18 @@ fn no_launch_leaves_a_plant_in_any_agents_command_bearing_state() {
     assert_eq!(planted(&home).len(), agent_code().count());
 }
 
-/// Claude Code's directories that each project keeps to itself as a layer
-/// (`landwall::profile::Kept::Layer`), relative to `$HOME`.
-fn claude_layers() -> Vec<&'static str> {
+/// Claude Code's directories of `kept`, relative to `$HOME`.
+fn claude_kept(kept: landwall::profile::Kept) -> Vec<&'static str> {
     landwall::profile::agent_shared()
-        .filter(|(agent, s)| *agent == "claude" && s.kept == landwall::profile::Kept::Layer)
+        .filter(|(agent, s)| *agent == "claude" && s.kept == kept)
         .map(|(_, s)| s.path)
         .collect()
+}
+
+/// Claude Code's directories that each project keeps to itself
+/// (`landwall::profile::Kept::Own`), relative to `$HOME`.
+fn claude_layers() -> Vec<&'static str> {
+    claude_kept(landwall::profile::Kept::Own)
 }
 
 /// What Claude Code keeps per project and per session in `~/.claude`, shared by every
@@ -135,7 +140,8 @@ fn claude_sessions(home: &Path) -> Vec<PathBuf> {
     ];
     files.extend(
         claude_layers()
-            .iter()
+            .into_iter()
+            .chain(claude_kept(landwall::profile::Kept::Read))
             .map(|d| home.join(d).join("0b1d/other-session")),
     );
     for f in &files {
@@ -164,12 +170,13 @@ fn claude_sessions_script(home: &Path, files: &[PathBuf], own: &Path) -> String 
         "mkdir -p '{o}/memory' && echo own > '{o}/memory/MEMORY.md' && echo own > '{o}/1.jsonl' || exit 7\n",
         o = own.display()
     ));
-    // The layered directories stay writable behind the wall: the plant is there, as the
-    // agent sees it, and a new session's file is made.
+    // The project's own directories stay writable behind the wall, and show nothing of
+    // the user's (the session's directory is not there: it is made): the plant is there
+    // alone, as the agent sees it, and a new session's file is made.
     for d in claude_layers() {
         let d = home.join(d);
         s.push_str(&format!(
-            "grep -q '{PLANT}' '{d}/0b1d/other-session' || exit 8; mkdir -p '{d}/new' && echo own > '{d}/new/own' || exit 9\n",
+            "mkdir -p '{d}/0b1d' && echo '{PLANT}' >> '{d}/0b1d/other-session' && grep -q '{PLANT}' '{d}/0b1d/other-session' || exit 8; if grep -q 'the user' '{d}/0b1d/other-session'; then echo 'saw the user'; fi; mkdir -p '{d}/new' && echo own > '{d}/new/own' || exit 9\n",
             d = d.display()
         ));
     }
@@ -235,6 +242,11 @@ fn claude_sessions_walled(unprivileged: bool) {
         let new = home.join(d).join("new");
         assert!(!new.exists(), "{} was made inside the wall", new.display());
     }
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("saw the user"),
+        "a session's own directory showed the user's files\n{}",
+        describe(&out)
+    );
 
     // Control: without the wall every plant lands.
     let sb = Sandbox::new("claude-sessions-control");
@@ -256,6 +268,12 @@ fn claude_sessions_walled(unprivileged: bool) {
     for d in claude_layers() {
         assert!(home.join(d).join("new/own").is_file(), "{d}");
     }
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .matches("saw the user")
+            .count(),
+        claude_layers().len()
+    );
 }
 
 /// A process the agent leaves running waits for a session of the user's to start (its
