@@ -114,6 +114,13 @@ pub fn enter(
     tmp: Option<u64>,
     is_root: bool,
 ) -> Result<Entered, NsError> {
+    // A mount covers a path, but Landlock grants inodes: where the file system of a held
+    // path is mounted a second time, the agent writes what is held through that other path
+    // (found by review). Then nothing the namespace holds holds: refused, as where the
+    // kernel refuses the namespace (said, or fatal with `protect_required`).
+    if let Some(why) = aliased(held).map_err(failed("reading /proc/self/mountinfo"))? {
+        return Err(NsError::Refused(io::Error::other(why)));
+    }
     if let Some(q) = q {
         prepare(q).map_err(failed(format!("preparing {}", q.dir.display())))?;
     }
@@ -531,9 +538,10 @@ const LAYER_SLOTS: usize = 32;
 /// the launch's own (owned by it, writable by no one else). Then checked: `path` is now an
 /// overlay that was not there before, nosuid and nodev.
 ///
-/// The overlay is mounted with `index=on`, so the kernel refuses (EBUSY) an upper layer
-/// that another mounted overlay uses: a launch of the same project running meanwhile has
-/// slot 0, and this one takes the next. An upper layer made over another directory than
+/// The overlay is mounted with `index=on` (which the kernel drops where the file system
+/// cannot give file handles, as in a user namespace), and the kernel refuses (EBUSY) an
+/// upper layer that another mounted overlay uses: a launch of the same project running
+/// meanwhile has slot 0, and this one takes the next. An upper layer made over another directory than
 /// `path` is now (`~/.cache` removed and made again) is refused too (ESTALE): that slot is
 /// emptied, as its lower layer was, and made again.
 fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Result<()> {
@@ -756,6 +764,86 @@ fn private_copy(path: &Path, fd: &OwnedFd, before: &FileStat) -> io::Result<Opti
     Ok(Some(copy))
 }
 
+/// Why the mounts of `held` would not hold here: the first held path (but those in a
+/// [`Hold::Layer`], whose grant is the overlay's own) that another mount shows at another
+/// path too ([`aliases`]), or `None`.
+pub fn aliased(held: &[Held]) -> io::Result<Option<String>> {
+    let layers: Vec<&Path> = held
+        .iter()
+        .filter(|h| h.hold == Hold::Layer)
+        .map(|h| h.path.as_path())
+        .collect();
+    let guarded: Vec<&Path> = held
+        .iter()
+        .map(|h| h.path.as_path())
+        .filter(|p| !layers.iter().any(|l| p.starts_with(l)))
+        .collect();
+    if guarded.is_empty() {
+        return Ok(None);
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(aliases(&info, &guarded).into_iter().next().map(|(path, alias)| {
+        format!(
+            "{} is also reachable as {} (its file system is mounted there too), where no mount of the launch's covers it",
+            path.display(),
+            alias.display()
+        )
+    }))
+}
+
+/// Each of `paths` that another mount in `mountinfo` (the text of `/proc/self/mountinfo`)
+/// shows at another path too, with that path: the mount that holds it now is the last one
+/// whose mount point is the longest that contains it; another mount of the same file system
+/// (device) whose root contains what that one shows there reaches it too (a bind of `/home`
+/// elsewhere, a subvolume's file system mounted whole, a volume mounted twice). Mounts
+/// stacked at the same point, and mounts inside the path, are not counted.
+pub fn aliases(mountinfo: &str, paths: &[&Path]) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    use std::path::PathBuf;
+    struct Mount {
+        dev: String,
+        root: PathBuf,
+        point: PathBuf,
+    }
+    let mounts: Vec<Mount> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, _) = line.split_once(" - ")?;
+            let f: Vec<&str> = left.split_whitespace().collect();
+            Some(Mount {
+                dev: (*f.get(2)?).to_string(),
+                root: PathBuf::from(crate::limits::unescape(f.get(3)?)),
+                point: PathBuf::from(crate::limits::unescape(f.get(4)?)),
+            })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for &path in paths {
+        let Some(holder) = mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.point))
+            .max_by_key(|m| m.point.components().count())
+            .and_then(|longest| mounts.iter().rev().find(|m| m.point == longest.point))
+        else {
+            continue;
+        };
+        let Ok(below) = path.strip_prefix(&holder.point) else {
+            continue;
+        };
+        let shown = holder.root.join(below);
+        let alias = mounts.iter().find_map(|m| {
+            if m.dev != holder.dev || m.point == holder.point || m.point.starts_with(path) {
+                return None;
+            }
+            let rest = shown.strip_prefix(&m.root).ok()?;
+            Some(m.point.join(rest))
+        });
+        if let Some(alias) = alias {
+            out.push((path.to_path_buf(), alias));
+        }
+    }
+    out
+}
+
 /// Whether this process could enter a private mount namespace (asked in a child, which
 /// then exits): `Ok` or the kernel's refusal. For `doctor`.
 pub fn probe(is_root: bool) -> io::Result<()> {
@@ -890,4 +978,68 @@ fn bind(source: &OwnedFd, target: &OwnedFd) -> io::Result<()> {
             .map_err(|_| io::Error::other("descriptor path"))
     };
     sys::mount(Some(&path(source)?), &path(target)?, libc::MS_BIND)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::aliases;
+    use std::path::{Path, PathBuf};
+
+    const INFO: &str = "\
+22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+23 22 0:21 / /proc rw - proc proc rw
+30 22 254:1 /@home /home rw - btrfs /dev/vdb rw
+31 22 254:1 / /mnt/pool rw - btrfs /dev/vdb rw
+32 22 254:0 /var/tmp /srv/alias\\040dir rw - ext4 /dev/vda rw
+33 22 254:0 /etc/hosts /etc/hosts rw - ext4 /dev/vda rw
+";
+
+    fn found(paths: &[&str]) -> Vec<(PathBuf, PathBuf)> {
+        let paths: Vec<&Path> = paths.iter().map(Path::new).collect();
+        aliases(INFO, &paths)
+    }
+
+    /// A subvolume's file system mounted whole elsewhere, and a directory bound elsewhere
+    /// (its name escaped in mountinfo), reach what a launch holds; a path on a file system
+    /// mounted once, or under a file's bind, does not.
+    #[test]
+    fn a_held_path_a_second_mount_reaches_is_found_with_that_path() {
+        assert_eq!(
+            found(&["/home/u/.claude/todos"]),
+            [(
+                PathBuf::from("/home/u/.claude/todos"),
+                PathBuf::from("/mnt/pool/@home/u/.claude/todos")
+            )]
+        );
+        assert_eq!(
+            found(&["/var/tmp/p/.git/config"]),
+            [(
+                PathBuf::from("/var/tmp/p/.git/config"),
+                PathBuf::from("/srv/alias dir/p/.git/config")
+            )]
+        );
+        assert!(found(&["/srv/p/.git/config", "/etc/passwd", "/proc/1"]).is_empty());
+    }
+
+    /// Mounts stacked on one point (the last one shows), and a second mount inside the held
+    /// path itself, are not aliases of it.
+    #[test]
+    fn stacked_and_inner_mounts_are_no_aliases() {
+        let info = "\
+22 1 254:0 / / rw - ext4 /dev/vda rw
+40 22 254:5 /a /w rw - ext4 /dev/vdc rw
+41 40 254:5 /a /w rw - ext4 /dev/vdc rw
+42 41 254:5 /a/p /w/p/inner rw - ext4 /dev/vdc rw
+";
+        assert!(aliases(info, &[Path::new("/w/p")]).is_empty());
+        // But where the file system is the root's, the root's own view of /a reaches /w/p.
+        let info = "\
+22 1 254:0 / / rw - ext4 /dev/vda rw
+40 22 254:0 /a /w rw - ext4 /dev/vda rw
+";
+        assert_eq!(
+            aliases(info, &[Path::new("/w/p")]),
+            [(PathBuf::from("/w/p"), PathBuf::from("/a/p"))]
+        );
+    }
 }

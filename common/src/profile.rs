@@ -765,6 +765,14 @@ const AGENT_SHARED: &[(&str, Shared)] = &[
         },
     ),
     (
+        "opencode",
+        Shared {
+            path: ".local/share/opencode/snapshot",
+            kept: Kept::Own,
+            reason: "OpenCode's snapshot git repositories, one per project and worktree: OpenCode runs git with each (its configuration, its hooks) in that project at every step, with or without the shim, and one for a project not opened in OpenCode yet could be made by the agent (found by review); this launch's go to a directory of its project's own",
+        },
+    ),
+    (
         EVERY_AGENT,
         Shared {
             path: ".cache",

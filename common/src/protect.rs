@@ -882,6 +882,18 @@ fn normalize(p: &mut Protection) {
     p.held
         .retain(|h| h.hold.opens() || !ro.iter().any(|r| h.path != *r && under(&h.path, r)));
     p.absent.retain(|a| !ro.iter().any(|r| under(&a.path, r)));
+    // What lies under a directory covered by the project's own is out of sight in the
+    // launch's namespace (the paths under it name the project's own then): nothing there
+    // is held or swept.
+    let own: Vec<PathBuf> = p
+        .held
+        .iter()
+        .filter(|h| h.hold == Hold::Own)
+        .map(|h| h.path.clone())
+        .collect();
+    p.held
+        .retain(|h| !own.iter().any(|o| h.path != *o && under(&h.path, o)));
+    p.absent.retain(|a| !own.iter().any(|o| under(&a.path, o)));
     p.absent
         .sort_by(|a, b| a.path.as_os_str().cmp(b.path.as_os_str()));
     p.absent
@@ -1226,12 +1238,13 @@ fn every_entry(
     Ok(())
 }
 
-/// Where the upper layers of `project`'s [`Hold::Layer`] of `rel` (relative to `$HOME`)
-/// are kept, under `stores`: a directory per project, named so that a person can tell it
-/// (the project's directory name) and so that no directory the agent can make or name
-/// shares another project's (the SHA-256 of its real path); in it, one per layered
-/// directory (`cache`, `claude-todos`).
-pub fn layer_store(stores: &Path, project: &Path, rel: &str) -> PathBuf {
+/// Where the upper layers of `project`'s [`Hold::Layer`] of `rel` (relative to `$HOME`,
+/// `real` where it lies) are kept, under `stores`: a directory per project, named so that a
+/// person can tell it (the project's directory name) and so that no directory the agent can
+/// make or name shares another project's (the SHA-256 of its real path, and of each layered
+/// directory's: root's launches keep theirs under root's home whatever `$HOME` is); in it,
+/// one per layered directory (`cache`, `claude-todos`).
+pub fn layer_store(stores: &Path, project: &Path, rel: &str, real: &Path) -> PathBuf {
     use sha2::Digest;
     let name: String = project
         .file_name()
@@ -1241,8 +1254,14 @@ pub fn layer_store(stores: &Path, project: &Path, rel: &str) -> PathBuf {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .take(32)
         .collect();
-    let digest = sha2::Sha256::digest(project.as_os_str().as_bytes());
+    let mut hash = sha2::Sha256::new();
+    hash.update(project.as_os_str().as_bytes());
+    let digest = hash.finalize();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let mut hash = sha2::Sha256::new();
+    hash.update(real.as_os_str().as_bytes());
+    let digest = hash.finalize();
+    let of: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
     let dir: String = rel
         .split('/')
         .map(|part| part.trim_start_matches('.'))
@@ -1250,7 +1269,7 @@ pub fn layer_store(stores: &Path, project: &Path, rel: &str) -> PathBuf {
         .join("-");
     stores
         .join(format!("{}-{hex}", name.trim_start_matches('.')))
-        .join(dir)
+        .join(format!("{dir}-{of}"))
 }
 
 /// The agents' [`crate::profile::Shared`] directories in `home` that `writable` says the
@@ -1304,7 +1323,7 @@ fn shared(
                         } else {
                             Hold::Layer
                         },
-                        Some(layer_store(stores, project, shared.path)),
+                        Some(layer_store(stores, project, shared.path, &real)),
                     ),
                     _ => continue,
                 }
@@ -2000,7 +2019,8 @@ mod tests {
     #[test]
     fn each_project_and_directory_has_a_layer_store_of_its_own() {
         let s = Path::new("/h/.local/state/landwall/cache");
-        let a = layer_store(s, Path::new("/src/app"), ".cache");
+        let c = Path::new("/h/.cache");
+        let a = layer_store(s, Path::new("/src/app"), ".cache", c);
         assert!(a.starts_with(s));
         let name = a
             .strip_prefix(s)
@@ -2008,15 +2028,24 @@ mod tests {
             .to_string_lossy()
             .into_owned();
         assert!(
-            name.starts_with("app-") && name.ends_with("/cache"),
+            name.starts_with("app-") && name.contains("/cache-"),
             "{name}"
         );
-        assert_eq!(a, layer_store(s, Path::new("/src/app"), ".cache"));
-        assert_ne!(a, layer_store(s, Path::new("/other/app"), ".cache"));
-        assert_ne!(a, layer_store(s, Path::new("/src/app"), ".claude/todos"));
-        assert!(layer_store(s, Path::new("/src/app"), ".claude/todos").ends_with("claude-todos"));
+        assert_eq!(a, layer_store(s, Path::new("/src/app"), ".cache", c));
+        assert_ne!(a, layer_store(s, Path::new("/other/app"), ".cache", c));
+        // Another home's (root's launches keep every home's under root's own).
+        let other_home = layer_store(s, Path::new("/src/app"), ".cache", Path::new("/u/.cache"));
+        assert_ne!(a, other_home);
+        let todos = layer_store(
+            s,
+            Path::new("/src/app"),
+            ".claude/todos",
+            Path::new("/h/.claude/todos"),
+        );
+        assert_ne!(a, todos);
+        assert!(todos.to_string_lossy().contains("/claude-todos-"));
         // Nothing of the name leads anywhere else.
-        let odd = layer_store(s, Path::new("/src/../../etc x"), ".cache");
+        let odd = layer_store(s, Path::new("/src/../../etc x"), ".cache", c);
         assert_eq!(odd.parent().and_then(Path::parent), Some(s));
     }
 }

@@ -782,7 +782,12 @@ fn exposure(vars: &plan::Vars, policy: &Result<Policy, String>, me: Option<FileI
         Some(home) => home_exposure(policy, home, &mut out),
         None => false,
     };
-    let ns = landwall::ns::probe(landwall::plan::running_as_root());
+    let ns = landwall::ns::probe(landwall::plan::running_as_root()).and_then(|()| {
+        match landwall::ns::aliased(&policy.protection.held)? {
+            None => Ok(()),
+            Some(why) => Err(std::io::Error::other(why)),
+        }
+    });
     git_exposure(policy, &ns, &mut out);
     out.push(protected_line(policy, &ns));
     out.push(terminals_line(policy));

@@ -822,3 +822,136 @@ fn a_launch_whose_cache_layer_cannot_be_laid_does_not_start() {
     assert!(out.status.success(), "{}", describe(&out));
     assert!(sb.ran_in(&sb.wt()));
 }
+
+/// OpenCode's snapshot repositories: an agent makes one, with a `core.fsmonitor` of its
+/// choosing, for a project the user has not opened in OpenCode yet (OpenCode would run git
+/// with it there, walled or not), and appends to the configuration of the user's own. Behind
+/// the wall it writes the project's own directory: the user's snapshot directory is
+/// unchanged, and a launch in another project sees none of it. Control: with that
+/// directory left out (`"!~/.local/share/opencode/snapshot"`), both land.
+#[test]
+fn a_snapshot_repository_made_behind_the_wall_reaches_no_other_project() {
+    let plant = |home: &Path| {
+        let snap = home.join(".local/share/opencode/snapshot");
+        format!(
+            "mkdir -p '{s}/next/wt' && printf '[core]\\n\\tfsmonitor = {PLANT}\\n' > '{s}/next/wt/config' && mkdir -p '{s}/mine/wt' && echo '{PLANT}' >> '{s}/mine/wt/config'",
+            s = snap.display()
+        )
+    };
+    let setup = |sb: &Sandbox| {
+        let users = sb.home().join(".local/share/opencode/snapshot/mine/wt");
+        fs::create_dir_all(&users).expect("mkdir");
+        fs::write(users.join("config"), "[core]\n").expect("write");
+        let other = sb.root.join("other");
+        fs::create_dir_all(&other).expect("mkdir");
+        other
+    };
+    let launch = |sb: &Sandbox, dir: &Path, config: Option<&Path>, script: &str| {
+        let mut c = sb.landwall();
+        if let Some(config) = config {
+            c.env("LANDWALL_CONFIG", config);
+        }
+        c.current_dir(dir)
+            .args(["run", "--agent", "opencode", "--", "sh", "-c", script]);
+        output(&mut c)
+    };
+    let look = |home: &Path| {
+        format!(
+            "cat '{s}/next/wt/config' '{s}/mine/wt/config' 2>/dev/null; true",
+            s = home.join(".local/share/opencode/snapshot").display()
+        )
+    };
+
+    let sb = Sandbox::new("opencode-snapshot");
+    let other = setup(&sb);
+    let home = sb.home();
+    let out = launch(&sb, &sb.wt(), None, &plant(&home));
+    assert!(out.status.success(), "{}", describe(&out));
+    let snap = home.join(".local/share/opencode/snapshot");
+    assert!(
+        !snap.join("next").exists(),
+        "a snapshot repository reached the user's"
+    );
+    assert_eq!(
+        fs::read_to_string(snap.join("mine/wt/config")).expect("read"),
+        "[core]\n"
+    );
+    let out = launch(&sb, &other, None, &look(&home));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(PLANT),
+        "another project's launch saw the plant\n{}",
+        describe(&out)
+    );
+
+    let sb = Sandbox::new("opencode-snapshot-control");
+    let other = setup(&sb);
+    let home = sb.home();
+    let config = sb.config("protect = [\"!~/.local/share/opencode/snapshot\", \"!~/.local/share/opencode/snapshot/*/*/config\"]\n");
+    let out = launch(&sb, &sb.wt(), Some(&config), &plant(&home));
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = launch(&sb, &other, Some(&config), &look(&home));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).matches(PLANT).count(),
+        2,
+        "{}",
+        describe(&out)
+    );
+}
+
+/// A mount covers a path, but Landlock grants inodes: with the file system of the held
+/// paths mounted a second time (here the scratch tree bound elsewhere, in a mount namespace
+/// of the test's), the agent would write them through that other path (found by review:
+/// Claude Code's per-session directories, `.git/config`). The launch says the namespace
+/// cannot hold there, and with `protect_required` the agent does not start (100). Control:
+/// without the second mount, the same launch starts, silent.
+#[test]
+fn a_second_mount_of_what_a_launch_holds_refuses_its_namespace() {
+    let sb = Sandbox::new("alias-mount");
+    sb.agent_script("claude", "exit 0");
+    sb.git(&sb.wt(), &["init", "-q"]);
+    let alias = sb.root.join("outside/alias");
+    fs::create_dir_all(&alias).expect("mkdir");
+    let required = sb.config("protect_required = true\n");
+    let launch = |second_mount: bool, config: Option<&Path>| {
+        let mut c = Command::new("unshare");
+        c.args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(if second_mount {
+                "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\""
+            } else {
+                "shift 2 && exec \"$@\""
+            })
+            .arg("sh")
+            .arg(&sb.root)
+            .arg(&alias)
+            .arg(sb.shims().join("claude"));
+        sb.clean_env(&mut c);
+        if let Some(config) = config {
+            c.env("LANDWALL_CONFIG", config);
+        }
+        c.current_dir(sb.wt());
+        output(&mut c)
+    };
+    let out = launch(true, Some(&required));
+    assert_eq!(out.status.code(), Some(100), "{}", describe(&out));
+    assert!(
+        !sb.ran_in(&sb.wt()),
+        "the agent ran with its held paths reachable elsewhere"
+    );
+    // Without protect_required it starts, and says what is writable.
+    let out = launch(true, None);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(sb.ran_in(&sb.wt()));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&alias.display().to_string()),
+        "{}",
+        describe(&out)
+    );
+    fs::remove_file(sb.wt().join("marker")).expect("rm marker");
+
+    // Control: without the second mount, the namespace holds and nothing is said.
+    let out = launch(false, Some(&required));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(sb.ran_in(&sb.wt()));
+    assert!(out.stderr.is_empty(), "{}", describe(&out));
+}
