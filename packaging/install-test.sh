@@ -216,11 +216,11 @@ snapshot >"$WORK/after.txt"
 # The agents' state directories that the launches above made in the users' homes (the
 # private home creates ~/.claude and ~/.cache before the wall goes up), the empty files and
 # directories of Claude Code's configuration and shared state a launch makes there so that it can hold them
-# read-only (common/src/profile.rs), the agent's own .claude.json a first launch makes ({}) so that it
-# has a private copy, and each user's record of what is theirs
+# read-only (common/src/profile.rs), or cover with a directory of the project's own (its per-session
+# directories), the agent's own .claude.json a first launch makes ({}) so that it has a private copy, and each user's record of what is theirs
 # (~/.local/state/landwall) are the users' data, as the agent's own files there would be: a
 # purge leaves homes alone. Nothing else may differ.
-state='^\./(root|home/[^/]+)/(\.claude|\.claude/(\.claude\.json|CLAUDE\.md|settings\.json|agents|commands|output-styles|rules|skills|projects(/[^/ ]+)?|session-env|shell-snapshots)|\.cache|\.local|\.local/state|\.local/state/landwall(/[^ ]*)?) [df] '
+state='^\./(root|home/[^/]+)/(\.claude|\.claude/(\.claude\.json|CLAUDE\.md|settings\.json|agents|commands|output-styles|rules|skills|projects(/[^/ ]+)?|session-env|shell-snapshots|backups|file-history|ide|jobs|paste-cache|plans|sessions|tasks|teams|todos)|\.cache|\.local|\.local/state|\.local/state/landwall(/[^ ]*)?) [df] '
 grep -Ev "$state" "$WORK/after.txt" >"$WORK/after-homes.txt"
 grep -Ev "$state" "$WORK/before.txt" >"$WORK/before-homes.txt"
 diff -u "$WORK/before-homes.txt" "$WORK/after-homes.txt" || fail "the root differs after purge"
