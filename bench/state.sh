@@ -9,7 +9,10 @@
 #
 # Why it costs: per private copy (`.claude.json`, `auth.json`) a tmpfs, a bind and a detach
 # in the launch's namespace, and a read and judgement of the file before the wall goes up;
-# OpenCode's cache, held, is a bind per directory of it that exists.
+# OpenCode's cache, held, is a bind per directory of it that exists; `~/.cache`'s layer of
+# the project's own is an overlay (its work directory made anew on the home's file system
+# at the mount, the upper file system synced when the namespace ends); Claude Code's
+# per-session directories of the project's own are a bind each.
 #
 # Environment: STATE_BASE (default bffc58f), STATE_PREV (default de846b2), STATE_NEW
 # (default HEAD), STATE_RUNS (default 300), STATE_DIR (builds and the scratch home; default
@@ -46,9 +49,11 @@ build() {
     ln -sf landwall "$DIR/bin/$c/claude"
     ln -sf landwall "$DIR/bin/$c/opencode"
 }
-for c in "$BASE" "$PREV" "$NEW"; do build "$c"; done
-# A build of HEAD is made again each run: the working tree may have moved on.
-[ "${STATE_NEW:-HEAD}" != HEAD ] || { rm -rf "$DIR/bin/$NEW"; build "$NEW"; }
+build "$BASE"
+build "$PREV"
+# A build of HEAD is made again each run: a commit amended keeps no name of its own.
+[ "${STATE_NEW:-HEAD}" != HEAD ] || rm -rf "$DIR/bin/$NEW"
+build "$NEW"
 
 # A signed-in user's home: each agent's state as it is after some weeks of use.
 H=$DIR/home
@@ -62,7 +67,7 @@ import json, sys
 h = sys.argv[1]
 projects = {f"{h}/src/p{i}": {"allowedTools": [], "lastCost": i * 0.1,
             "history": [{"display": "x" * 200} for _ in range(5)]} for i in range(40)}
-c = {"numStartups": 40, "tipsHistory": {f"tip{i}": i for i in range(30)}, "projects": projects}
+c = {"numStartups": 40, "mcpServers": {}, "tipsHistory": {f"tip{i}": i for i in range(30)}, "projects": projects}
 open(f"{h}/.claude/.claude.json", "w").write(json.dumps(c, indent=2))
 open(f"{h}/.claude.json", "w").write(json.dumps({"mcpServers": {}}))
 auth = {"anthropic": {"type": "oauth", "access": "a" * 100, "refresh": "r" * 100, "expires": 1},

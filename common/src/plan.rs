@@ -377,6 +377,11 @@ fn make_layer_stores(policy: &Policy) {
         if home.join(&rel) != store {
             continue;
         }
+        // Made by an earlier launch: a link anywhere on the way fails the namespace, which
+        // opens it without following one.
+        if std::fs::symlink_metadata(store).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
         // Its slots are made in the namespace, as they are taken.
         if let Err(e) = make_dirs_no_symlinks_mode(home, &rel.to_string_lossy(), 0o700) {
             log::debug!("{}: not made ({e})", store.display());

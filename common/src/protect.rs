@@ -1300,12 +1300,9 @@ fn shared(
         let Some(top) = top else {
             continue;
         };
-        let Ok(real) = std::fs::canonicalize(&path) else {
+        let Some(real) = real_dir_in(home, &path) else {
             continue;
         };
-        if !real.is_dir() {
-            continue;
-        }
         let (hold, store) = match shared.kept {
             Kept::Project | Kept::Read => (Hold::Shared, None),
             Kept::Fresh => (Hold::Fresh, None),
@@ -1354,11 +1351,37 @@ fn shared(
                 }
             }
         }
-        let base = std::fs::canonicalize(&top).unwrap_or(top);
+        let base = real_dir_in(home, &top).unwrap_or(top);
         if !bases.contains(&base) {
             bases.push(base);
         }
     }
+}
+
+/// `path`, a directory in `home` (real), as the kernel resolves it: itself where every
+/// component below `home` is a plain directory (a look at each, where resolving the whole
+/// path reads every link on the way from `/`: a launch judges a dozen of these), else
+/// where its links lead. `None` if it is not a directory.
+fn real_dir_in(home: &Path, path: &Path) -> Option<PathBuf> {
+    if let Ok(below) = path.strip_prefix(home) {
+        let mut at = home.to_path_buf();
+        let mut plain = true;
+        for part in below.components() {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    plain = false;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        if plain {
+            return Some(at);
+        }
+    }
+    std::fs::canonicalize(path).ok().filter(|r| r.is_dir())
 }
 
 /// The highest directory above `path` that `writable` says the agent may write, with every
