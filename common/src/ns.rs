@@ -190,7 +190,13 @@ pub fn enter(
         quarantine(q)?;
     }
     let mut privates = Vec::new();
+    // A layer laid as the project's own directory (no overlay here): what the policy held
+    // under it is the user's, out of sight now.
+    let mut covered: Vec<&Path> = Vec::new();
     for (i, h) in held.iter().enumerate() {
+        if covered.iter().any(|c| h.path.starts_with(c)) {
+            continue;
+        }
         let copy = hold(h).map_err(|e| {
             let step = format!("holding the protected path {}", h.path.display());
             // The first mount of the namespace: refused inside another wall.
@@ -200,8 +206,10 @@ pub fn enter(
                 failed(step)(e)
             }
         })?;
-        if let Some(copy) = copy {
-            privates.push((i, copy));
+        match copy {
+            Made::Nothing => {}
+            Made::Copy(copy) => privates.push((i, copy)),
+            Made::OwnInstead => covered.push(&h.path),
         }
     }
     if !pts {
@@ -447,7 +455,16 @@ const FRESH_SIZE: &str = "size=16m,nr_inodes=4096,mode=700";
 ///   writable and checked;
 /// - fresh: an empty tmpfs of its own mounted on it (owner-only, size-capped), checked to be
 ///   a tmpfs that was not there before.
-fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
+/// What [`hold`] made beyond its mount.
+enum Made {
+    Nothing,
+    /// A private copy ([`Hold::Private`]), for the watcher.
+    Copy(OwnedFd),
+    /// A [`Hold::Layer`] laid as the project's own directory (no overlay here).
+    OwnInstead,
+}
+
+fn hold(h: &Held) -> io::Result<Made> {
     let path = CString::new(h.path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let mut flags = libc::O_PATH | libc::O_NOFOLLOW;
@@ -474,7 +491,7 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
             .map_err(|_| io::Error::other("descriptor path"))?;
         let data = CString::new(FRESH_SIZE).map_err(|_| io::Error::other("options"))?;
         sys::mount_fs(c"tmpfs", &target, libc::MS_NOSUID | libc::MS_NODEV, &data)?;
-        return mounted_tmp(&h.path, &before, 0o700).map(|()| None);
+        return mounted_tmp(&h.path, &before, 0o700).map(|()| Made::Nothing);
     }
     if h.hold == Hold::Own {
         let Some(store) = h.store.as_deref().filter(|_| h.is_dir) else {
@@ -482,7 +499,7 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
                 "only a directory with a store can be covered",
             ));
         };
-        return own(&h.path, &fd, store).map(|()| None);
+        return own(&h.path, &fd, store).map(|()| Made::Nothing);
     }
     if h.hold == Hold::Layer {
         let Some(store) = h.store.as_deref().filter(|_| h.is_dir) else {
@@ -490,13 +507,19 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
                 "only a directory with a store can be layered",
             ));
         };
-        return layer(&h.path, &fd, &before, store).map(|()| None);
+        return layer(&h.path, &fd, &before, store).map(|overlay| {
+            if overlay {
+                Made::Nothing
+            } else {
+                Made::OwnInstead
+            }
+        });
     }
     if h.hold == Hold::Private {
         if h.is_dir {
             return Err(io::Error::other("only a file can have a private copy"));
         }
-        return private_copy(&h.path, &fd, &before);
+        return private_copy(&h.path, &fd, &before).map(|c| c.map_or(Made::Nothing, Made::Copy));
     }
     bind(&fd, &fd)?;
     let now = sys::open_no_symlinks(None, &path, flags)?;
@@ -520,7 +543,7 @@ fn hold(h: &Held) -> io::Result<Option<OwnedFd>> {
         }
         Hold::InPlace | Hold::Fresh | Hold::Private | Hold::Layer | Hold::Own => {}
     }
-    Ok(None)
+    Ok(Made::Nothing)
 }
 
 /// `overlayfs`'s magic number (`statfs(2)`).
@@ -544,7 +567,7 @@ const LAYER_SLOTS: usize = 32;
 /// meanwhile has slot 0, and this one takes the next. An upper layer made over another directory than
 /// `path` is now (`~/.cache` removed and made again) is refused too (ESTALE): that slot is
 /// emptied, as its lower layer was, and made again.
-fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Result<()> {
+fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Result<bool> {
     let store_c = CString::new(store.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let dir_flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY;
@@ -586,15 +609,19 @@ fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Resu
                 drop((upper, work, dir));
                 remove_slot(&at)?;
             }
+            // The file system cannot hold an overlay's upper layer (NFS; an overlay itself,
+            // as in a container): the project's own directory instead, bound, which holds
+            // everywhere. The agent's tools start from an empty cache there, and what is
+            // held under `path` is out of sight ([`enter`] skips it).
             Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!(
-                        "mounting an overlay with its upper layer in {}: {e}; where that file system cannot hold one, \"!~/{}\" in `protect` leaves the layer out (docs/configuration.md)",
-                        at.display(),
-                        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
-                    ),
-                ))
+                log::debug!(
+                    "{}: no overlay ({e}); the project's own directory",
+                    path.display()
+                );
+                drop((upper, work, dir));
+                let own_at = store.join("own");
+                own_subdir(&store_fd, "own", &own_at)?;
+                return own(path, fd, &own_at).map(|()| false);
             }
         }
     }
@@ -620,7 +647,7 @@ fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Resu
     if !flags.contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV) {
         return Err(io::Error::other("it is not nosuid,nodev"));
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Covers the directory `path` (open as `fd`) with `store` (the project's own, made by the

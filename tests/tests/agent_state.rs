@@ -955,3 +955,63 @@ fn a_second_mount_of_what_a_launch_holds_refuses_its_namespace() {
     assert!(sb.ran_in(&sb.wt()));
     assert!(out.stderr.is_empty(), "{}", describe(&out));
 }
+
+/// Where the home's file system cannot hold an overlay's upper layer (an overlay itself, as
+/// in a container; NFS), `~/.cache` is covered by the project's own directory instead: the
+/// launch starts, the agent's tools see an empty cache of the project's, and what it writes
+/// there reaches neither the user's cache nor another project, but the project's next
+/// launch. (Here the home lies on an overlay the test mounts in a namespace of its own, and
+/// the launch runs as the unprivileged user, whose layers are kept in that home.)
+#[test]
+fn a_cache_layer_where_no_overlay_can_be_laid_is_the_projects_own() {
+    let sb = Sandbox::new("cache-own");
+    let (uid, gid) = test_user();
+    let top = sb.root.join("outside/ovl");
+    let script = format!(
+        r#"set -e
+top=$1; shift
+mkdir -p "$top/l" "$top/u" "$top/m"
+mount -t tmpfs tmpfs "$top/u"
+mkdir "$top/u/up" "$top/u/wk"
+mount -t overlay overlay -o "lowerdir=$top/l,upperdir=$top/u/up,workdir=$top/u/wk" "$top/m"
+h=$top/m/h
+mkdir -p "$h/.cache/pre-commit" "$h/src/a" "$h/src/b"
+echo "the user's" > "$h/.cache/pre-commit/hook.sh"
+git -C "$h/src/a" init -q; git -C "$h/src/b" init -q
+chown -R {uid}:{gid} "$h"; chmod 755 "$top" "$top/m"
+as() {{ setpriv --reuid={uid} --regid={gid} --init-groups -- env HOME="$h" "$@"; }}
+cd "$h/src/a"
+as "$@" run -- sh -c 'ls -A ~/.cache; echo planted > ~/.cache/plant; echo planted >> ~/.cache/pre-commit/hook.sh 2>/dev/null || true'
+echo "--- user's: $(ls -A "$h/.cache" | tr '\n' ' ')$(cat "$h/.cache/pre-commit/hook.sh")"
+cd "$h/src/b"
+echo "--- b: $(as "$@" run -- sh -c 'ls -A ~/.cache' | tr '\n' ' ')"
+cd "$h/src/a"
+echo "--- a: $(as "$@" run -- sh -c 'cat ~/.cache/plant')"
+"#
+    );
+    let mut c = Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .arg(&top)
+        .arg(landwall_e2e::landwall());
+    sb.clean_env(&mut c);
+    let out = output(&mut c);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The agent saw an empty cache of its project's (its `ls -A` printed nothing).
+    assert!(text.starts_with("--- user's: "), "{}", describe(&out));
+    assert!(
+        text.contains("--- user's: pre-commit the user's\n"),
+        "the user's cache changed\n{}",
+        describe(&out)
+    );
+    assert!(
+        text.contains("--- b: \n"),
+        "another project saw the agent's cache\n{}",
+        describe(&out)
+    );
+    assert!(
+        text.contains("--- a: planted\n"),
+        "the project lost its cache\n{}",
+        describe(&out)
+    );
+}
