@@ -446,15 +446,6 @@ fn quarantine(q: &Quarantine) -> Result<(), NsError> {
 /// what a session keeps there is a few scripts.
 const FRESH_SIZE: &str = "size=16m,nr_inodes=4096,mode=700";
 
-/// Step 4, for one protected path: opened without following any symlink, checked to be
-/// what the policy saw (a directory or a regular file), then:
-/// - read-only ([`Hold::ReadOnly`], [`Hold::Shared`]): bound onto itself, opened again and
-///   checked to be the same file, made read-only and checked;
-/// - in place: bound onto itself and checked;
-/// - a hole: bound onto itself (inside a read-only hold, so read-only at first), made
-///   writable and checked;
-/// - fresh: an empty tmpfs of its own mounted on it (owner-only, size-capped), checked to be
-///   a tmpfs that was not there before.
 /// What [`hold`] made beyond its mount.
 enum Made {
     Nothing,
@@ -464,6 +455,19 @@ enum Made {
     OwnInstead,
 }
 
+/// Step 4, for one protected path: opened without following any symlink, checked to be
+/// what the policy saw (a directory or a regular file), then:
+/// - read-only ([`Hold::ReadOnly`], [`Hold::Shared`]): bound onto itself, opened again and
+///   checked to be the same file, made read-only and checked;
+/// - in place: bound onto itself and checked;
+/// - a hole: bound onto itself (inside a read-only hold, so read-only at first), made
+///   writable and checked;
+/// - fresh: an empty tmpfs of its own mounted on it (owner-only, size-capped), checked to be
+///   a tmpfs that was not there before;
+/// - the project's own: its directory bound onto it ([`own`]);
+/// - a layer: an overlay with the project's upper layer ([`layer`]), or where none can be
+///   laid, the project's own directory;
+/// - private: a copy of its own ([`private_copy`]).
 fn hold(h: &Held) -> io::Result<Made> {
     let path = CString::new(h.path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
