@@ -290,6 +290,25 @@ fn private_tmp(size: u64) -> Result<(), NsError> {
 
 /// After the tmpfs mount on `path`: what `path` leads to now is that tmpfs, of `mode`.
 fn mounted_tmp(path: &Path, before: &FileStat, mode: libc::mode_t) -> io::Result<()> {
+    let (_, st) = mounted(path, before, nix::sys::statfs::TMPFS_MAGIC, "a tmpfs")?;
+    if st.st_mode & 0o7777 != mode {
+        return Err(io::Error::other(format!(
+            "its mode is {:o}, not {mode:o}",
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// After a mount of a file system on `path` (`before` what was there): what `path` leads to
+/// now is another file system than before, of the `magic` type (`what`), nosuid and nodev.
+/// Returns it, opened, and its state.
+fn mounted(
+    path: &Path,
+    before: &FileStat,
+    magic: nix::sys::statfs::FsType,
+    what: &str,
+) -> io::Result<(OwnedFd, FileStat)> {
     let now = open_real_dir(path, OFlag::O_RDONLY)?;
     let st = stat(&now)?;
     if st.st_dev == before.st_dev {
@@ -298,21 +317,15 @@ fn mounted_tmp(path: &Path, before: &FileStat, mode: libc::mode_t) -> io::Result
         ));
     }
     let fs = nix::sys::statfs::fstatfs(&now).map_err(errno)?;
-    if fs.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
-        return Err(io::Error::other("it is not a tmpfs"));
-    }
-    if st.st_mode & 0o7777 != mode {
-        return Err(io::Error::other(format!(
-            "its mode is {:o}, not {mode:o}",
-            st.st_mode & 0o7777
-        )));
+    if fs.filesystem_type() != magic {
+        return Err(io::Error::other(format!("it is not {what}")));
     }
     let flags = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?.flags();
     use nix::sys::statvfs::FsFlags;
     if !flags.contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV) {
         return Err(io::Error::other("it is not nosuid,nodev"));
     }
-    Ok(())
+    Ok((now, st))
 }
 
 /// A private `/dev/pts`: a new devpts instance mounted on it, and its `ptmx` bound onto
@@ -550,9 +563,6 @@ fn hold(h: &Held) -> io::Result<Made> {
     Ok(Made::Nothing)
 }
 
-/// `overlayfs`'s magic number (`statfs(2)`).
-const OVERLAYFS_MAGIC: i64 = 0x794c_7630;
-
 /// How many launches of one project may each have a layer at once: each takes the first
 /// slot of the project's store that no mounted overlay uses.
 const LAYER_SLOTS: usize = 32;
@@ -635,22 +645,12 @@ fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Resu
             store.display()
         )));
     }
-    let now = open_real_dir(path, OFlag::O_RDONLY)?;
-    let st = stat(&now)?;
-    if st.st_dev == before.st_dev {
-        return Err(io::Error::other(
-            "it is the same file system as before the mount",
-        ));
-    }
-    let fs = nix::sys::statfs::fstatfs(&now).map_err(errno)?;
-    if fs.filesystem_type().0 as i64 != OVERLAYFS_MAGIC {
-        return Err(io::Error::other("it is not an overlay"));
-    }
-    let flags = nix::sys::statvfs::fstatvfs(&now).map_err(errno)?.flags();
-    use nix::sys::statvfs::FsFlags;
-    if !flags.contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV) {
-        return Err(io::Error::other("it is not nosuid,nodev"));
-    }
+    mounted(
+        path,
+        before,
+        nix::sys::statfs::OVERLAYFS_SUPER_MAGIC,
+        "an overlay",
+    )?;
     Ok(true)
 }
 

@@ -691,10 +691,11 @@ fn run_in(
     output(&mut c)
 }
 
-fn cache_layered(unprivileged: bool) {
-    let sb = Sandbox::new("cache-layer");
-    let home = sb.home();
-    users_cache(&home);
+/// A scene with the user's cache and another project (`other`), owned by the test user
+/// where the launch runs as that user.
+fn cache_scene(name: &str, unprivileged: bool) -> (Sandbox, PathBuf) {
+    let sb = Sandbox::new(name);
+    users_cache(&sb.home());
     let other = sb.root.join("other");
     fs::create_dir_all(&other).expect("mkdir");
     if unprivileged {
@@ -703,6 +704,12 @@ fn cache_layered(unprivileged: bool) {
             chown_tree(&d, uid, gid);
         }
     }
+    (sb, other)
+}
+
+fn cache_layered(unprivileged: bool) {
+    let (sb, other) = cache_scene("cache-layer", unprivileged);
+    let home = sb.home();
     let out = run_in(&sb, &sb.wt(), unprivileged, None, CACHE_SCRIPT);
     assert!(out.status.success(), "{}", describe(&out));
     // It read the user's cache, and changed it, as it saw it.
@@ -743,17 +750,8 @@ fn cache_layered(unprivileged: bool) {
 
     // Control: with the layer left out (`"!~/.cache"`), the same launch rewrites the user's
     // hook script, and the other project's launch meets it.
-    let sb = Sandbox::new("cache-layer-control");
+    let (sb, other) = cache_scene("cache-layer-control", unprivileged);
     let home = sb.home();
-    users_cache(&home);
-    let other = sb.root.join("other");
-    fs::create_dir_all(&other).expect("mkdir");
-    if unprivileged {
-        let (uid, gid) = test_user();
-        for d in [sb.home(), sb.wt(), other.clone()] {
-            chown_tree(&d, uid, gid);
-        }
-    }
     let config = sb.config("protect = [\"!~/.cache\"]\n");
     let out = run_in(&sb, &sb.wt(), unprivileged, Some(&config), CACHE_SCRIPT);
     assert!(out.status.success(), "{}", describe(&out));
