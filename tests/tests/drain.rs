@@ -2061,6 +2061,14 @@ fn host_dev(path: &str) -> u64 {
     fs::metadata(path).expect(path).dev()
 }
 
+/// What follows `key` on the first line of a job's log that has it. The job's stdout and
+/// stderr reach the log through two pipes: a line of one may follow a part of a line of the
+/// other (`sh: 1: tmpdir=…`).
+fn logged<'a>(log: &'a str, key: &str) -> Option<&'a str> {
+    log.lines()
+        .find_map(|l| l.split_once(key).map(|(_, value)| value))
+}
+
 #[test]
 fn each_job_has_its_own_tmp_and_dev_shm_gone_with_it() {
     let d = Drain::new("drain-tmp");
@@ -2152,9 +2160,7 @@ fn each_job_has_its_own_tmp_and_dev_shm_gone_with_it() {
         log.contains("own=ok"),
         "the job's own TMPDIR is writable: {log}"
     );
-    let own = log
-        .lines()
-        .find_map(|l| l.strip_prefix("tmpdir="))
+    let own = logged(&log, "tmpdir=")
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("no TMPDIR in the log: {log}"));
     assert!(
@@ -2175,9 +2181,7 @@ fn each_job_has_its_own_tmp_and_dev_shm_gone_with_it() {
     );
     let listed = d.log_of(&next);
     assert_eq!(d.expect_result(&next).0, "done", "{listed}");
-    let theirs = listed
-        .lines()
-        .find_map(|l| l.strip_prefix("tmpdir="))
+    let theirs = logged(&listed, "tmpdir=")
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("no TMPDIR in the log: {listed}"));
     assert_ne!(theirs, own, "two jobs shared a TMPDIR");
@@ -2286,9 +2290,7 @@ fn a_job_writing_past_its_tmp_size_gets_enospc() {
     }
     assert!(log.contains("No space left on device"), "{log}");
     // Its inodes are capped too (1024 for 4M: what size does not count).
-    let files: u64 = log
-        .lines()
-        .find_map(|l| l.strip_prefix("files="))
+    let files: u64 = logged(&log, "files=")
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("no file count: {log}"));
     assert!(
