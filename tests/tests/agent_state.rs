@@ -208,12 +208,7 @@ fn claude_sessions_walled(unprivileged: bool) {
         for d in [sb.home(), sb.wt()] {
             chown_tree(&d, uid, gid);
         }
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={gid}"))
-            .args(["--init-groups", "--"])
-            .arg(landwall_e2e::landwall());
-        sb.clean_env(&mut c);
+        let mut c = as_test_user(&sb, &landwall_e2e::landwall());
         c.current_dir(sb.wt());
         c
     } else {
@@ -655,6 +650,18 @@ cat "$c/pre-commit/repo/hook.sh"
 if test -e "$c/go-build/aa/obj"; then echo 'obj there'; fi
 "#;
 
+/// `program` run as the test user, with the sandbox's clean environment.
+fn as_test_user(sb: &Sandbox, program: &Path) -> Command {
+    let (uid, gid) = test_user();
+    let mut c = Command::new("setpriv");
+    c.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--init-groups", "--"])
+        .arg(program);
+    sb.clean_env(&mut c);
+    c
+}
+
 /// The user's cache: a pre-commit hook environment.
 fn users_cache(home: &Path) {
     let repo = home.join(".cache/pre-commit/repo");
@@ -672,14 +679,7 @@ fn run_in(
     script: &str,
 ) -> std::process::Output {
     let mut c = if unprivileged {
-        let (uid, gid) = test_user();
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={gid}"))
-            .args(["--init-groups", "--"])
-            .arg(landwall_e2e::landwall());
-        sb.clean_env(&mut c);
-        c
+        as_test_user(sb, &landwall_e2e::landwall())
     } else {
         sb.landwall()
     };
@@ -794,12 +794,7 @@ fn a_launch_whose_cache_layer_cannot_be_laid_does_not_start() {
         chown_tree(&d, uid, gid);
     }
     let shim = |sb: &Sandbox| {
-        let mut c = Command::new("setpriv");
-        c.arg(format!("--reuid={uid}"))
-            .arg(format!("--regid={gid}"))
-            .args(["--init-groups", "--"])
-            .arg(sb.shims().join("claude"));
-        sb.clean_env(&mut c);
+        let mut c = as_test_user(sb, &sb.shims().join("claude"));
         c.current_dir(sb.wt());
         output(&mut c)
     };
