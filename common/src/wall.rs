@@ -143,16 +143,26 @@ const LOG_NEW_EXEC_ON: u32 = 1 << 1;
 /// handled set, directory rights on a file), so a ruleset that was created, filled and
 /// applied without an error is fully enforced — there is no best-effort mode to fall into.
 pub fn restrict(policy: &Policy) -> Result<Enforced, WallError> {
-    restrict_with(&policy.rules, policy.min_abi, &policy.network, &policy.unix)
+    restrict_with(
+        &policy.rules,
+        policy.min_abi,
+        &policy.network,
+        &policy.unix,
+        true,
+    )
 }
 
-/// [`restrict`] with these rules and no network rules (the quarantine watcher's own wall).
+/// [`restrict`] with these rules and no network rules (the watcher's own wall). Signals
+/// are not scoped: the watcher ends the agent, in a wall beside its own, when it can no
+/// longer watch (found by review: scoped, the kernel refused that kill, and the agent ran
+/// on unwatched).
 pub fn restrict_rules(rules: &[crate::policy::Rule], min_abi: u32) -> Result<Enforced, WallError> {
     restrict_with(
         rules,
         min_abi,
         &crate::config::Network::default(),
         &UnixPolicy::default(),
+        false,
     )
 }
 
@@ -161,6 +171,7 @@ fn restrict_with(
     min_abi: u32,
     net: &crate::config::Network,
     unix: &UnixPolicy,
+    scope_signals: bool,
 ) -> Result<Enforced, WallError> {
     let have = kernel_abi()?;
     if have < min_abi {
@@ -188,10 +199,10 @@ fn restrict_with(
     }
     // ABI 6: no signals to, and no abstract unix sockets of, processes outside the wall.
     let scoped = have >= 6;
-    let scopes = if scoped {
-        Scope::from_all(abi).bits()
-    } else {
-        0
+    let scopes = match (scoped, scope_signals) {
+        (true, true) => Scope::from_all(abi).bits(),
+        (true, false) => (Scope::from_all(abi) & !BitFlags::from(Scope::Signal)).bits(),
+        (false, _) => 0,
     };
     let mut handled_fs = AccessFs::from_all(abi);
     if guard == UnixGuard::Open {
