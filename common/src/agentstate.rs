@@ -740,7 +740,8 @@ pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
             vec![("instructions".to_string(), format!("{} bytes", text.len()))]
         });
     }
-    let keys: &[&str] = if name == "config.toml" {
+    // Codex's configuration, and its profile layers (`<name>.config.toml`).
+    let keys: &[&str] = if name.ends_with("config.toml") {
         let text = std::str::from_utf8(&text).map_err(io::Error::other)?;
         let t: toml::Table = toml::from_str(text).map_err(io::Error::other)?;
         return Ok(CODEX
@@ -839,7 +840,7 @@ fn command_strings(path: &Path) -> Vec<String> {
     };
     let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
     let mut out = Vec::new();
-    if name == "config.toml" {
+    if name.ends_with("config.toml") {
         let Some(t) = std::str::from_utf8(&text)
             .ok()
             .and_then(|t| toml::from_str::<toml::Table>(t).ok())

@@ -106,6 +106,40 @@ pub fn random_u64(n: u32) -> u64 {
     h.finish()
 }
 
+/// `chmod` of exactly what `fd` (any descriptor, `O_PATH` too) is.
+pub(crate) fn chmod_fd(fd: &std::os::fd::OwnedFd, mode: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// `f`, run again with the owner's `need` rights given back to the directory `dir` (any
+/// descriptor of it) where `f` was refused them (`EACCES`), then its mode as it was. The
+/// agent may `chmod` a directory it owns (Landlock does not refuse it) to keep the watcher,
+/// which holds no capability, from looking: what the watcher cannot read it would have to
+/// take for hostile, the user's own files in it too (found by review).
+pub(crate) fn as_owner<T>(
+    dir: &std::os::fd::OwnedFd,
+    need: u32,
+    mut f: impl FnMut() -> io::Result<T>,
+) -> io::Result<T> {
+    match f() {
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let st = nix::sys::stat::fstat(dir)?;
+            let mode = st.st_mode & 0o7777;
+            if st.st_uid != nix::unistd::geteuid().as_raw() || mode & need == need {
+                return Err(e);
+            }
+            chmod_fd(dir, mode | need)?;
+            let again = f();
+            chmod_fd(dir, mode)?;
+            again
+        }
+        other => other,
+    }
+}
+
 /// Renames `name` in `dir` aside to `<prefix>.landwall-swept-<pid>-<random>`, never over
 /// anything, and returns the new name: under it no program reads what was there, and
 /// nothing is lost. Random, so that the agent (or a job) cannot have taken every name it

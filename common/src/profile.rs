@@ -348,6 +348,16 @@ const AGENT_CODE: &[(&str, Code)] = &[
         },
     ),
     (
+        "codex",
+        Code {
+            // `*` inside a name: every such file there when the launch starts, held; one
+            // that appears, set aside (a profile the user has not made yet, the agent could).
+            path: ".codex/*.config.toml",
+            make: None,
+            reason: "Codex's profile layers: `codex --profile <name>` lays `<name>.config.toml` over its configuration (notify, MCP servers, the provider, the sandbox and approval settings)",
+        },
+    ),
+    (
         "opencode",
         Code {
             path: ".local/share/opencode/snapshot/*/*/config",

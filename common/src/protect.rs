@@ -263,7 +263,15 @@ impl Change {
             Some(p) => (true, p),
             None => (false, entry),
         };
-        check_relative(path)?;
+        // A pattern of landwall's own in the agents' state (`~/.codex/*.config.toml`) may be
+        // left out by name; nothing else has `*` inside a component.
+        let own_pattern = remove
+            && path.strip_prefix(HOME_PREFIX).is_some_and(|rel| {
+                crate::profile::agent_code().any(|(_, c)| c.path == rel && rel.contains(ANY))
+            });
+        if !own_pattern {
+            check_relative(path)?;
+        }
         Ok(if remove {
             Change::Remove(path.to_string())
         } else {
@@ -484,6 +492,47 @@ pub struct Absent {
     pub reason: Cow<'static, str>,
 }
 
+impl Absent {
+    /// For an entry that stands for every name of a pattern in one directory (`*` inside
+    /// its last component: Codex's `~/.codex/*.config.toml`): that directory and the
+    /// pattern. Such an entry is never a path of its own: the watcher looks for the names
+    /// it stands for ([`name_matches`]).
+    pub fn pattern(&self) -> Option<(&Path, &OsStr)> {
+        let name = self.path.file_name()?;
+        let dir = self.path.parent()?;
+        name.as_bytes().contains(&b'*').then_some((dir, name))
+    }
+
+    /// Whether `path` is this entry, lies in it, or is a name its pattern stands for (or
+    /// lies in one).
+    pub fn covers(&self, path: &Path) -> bool {
+        if let Some((dir, pattern)) = self.pattern() {
+            let Ok(rest) = path.strip_prefix(dir) else {
+                return false;
+            };
+            return rest
+                .components()
+                .next()
+                .is_some_and(|c| name_matches(pattern.as_bytes(), c.as_os_str().as_bytes()));
+        }
+        path == self.path || path.starts_with(&self.path)
+    }
+}
+
+/// Whether `name` is one that `pattern` stands for: `*` in it (one at most) stands for any
+/// run of bytes, the empty one too; a pattern without `*` stands for itself.
+pub fn name_matches(pattern: &[u8], name: &[u8]) -> bool {
+    match pattern.iter().position(|&b| b == b'*') {
+        None => pattern == name,
+        Some(i) => {
+            let (before, after) = (&pattern[..i], &pattern[i + 1..]);
+            name.len() >= before.len() + after.len()
+                && name.starts_with(before)
+                && name.ends_with(after)
+        }
+    }
+}
+
 /// The protection of one launch: what is held in its namespace, in mount order (every
 /// directory before what lies in it), and what is swept if it appears.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -647,9 +696,7 @@ impl Protection {
 
     /// The absent entry that is `path` or holds it.
     pub fn absent_covering(&self, path: &Path) -> Option<&Absent> {
-        self.absent
-            .iter()
-            .find(|a| path == a.path || path.starts_with(&a.path))
+        self.absent.iter().find(|a| a.covers(path))
     }
 }
 
@@ -1134,6 +1181,32 @@ pub fn agent_state(
         };
         let sub = sub.to_string_lossy().into_owned();
         let base = std::fs::canonicalize(&top).unwrap_or(top);
+        // `*` inside the last name (`~/.codex/*.config.toml`): each such entry there now
+        // is held as one of its own; one that appears is set aside by the watcher.
+        let (dir, last) = sub.rsplit_once('/').unwrap_or(("", sub.as_str()));
+        if last.contains(ANY) && last != ANY {
+            for name in named_in(&base, dir, last, &named)? {
+                let one = if dir.is_empty() {
+                    name
+                } else {
+                    format!("{dir}/{name}")
+                };
+                let rel = base.join(&one);
+                let rel = rel.strip_prefix(home).unwrap_or(&rel);
+                let named = format!("{HOME_PREFIX}{}", rel.display());
+                walk(p, &base, &one, &named, Cow::Borrowed(code.reason))?;
+                programs_named(p, &base.join(&one), home, changes, writable, &mut bases)?;
+            }
+            p.absent.push(Absent {
+                path: base.join(&sub),
+                base: base.clone(),
+                reason: Cow::Borrowed(code.reason),
+            });
+            if !bases.contains(&base) {
+                bases.push(base);
+            }
+            continue;
+        }
         if sub.contains(ANY) {
             // `*` in the middle: each entry that is there now (OpenCode's snapshot git
             // dirs); nothing if none is.
@@ -1155,39 +1228,102 @@ pub fn agent_state(
         if !bases.contains(&base) {
             bases.push(base.clone());
         }
-        // What its commands run from where the agent may write (`~/.claude/statusline.sh`).
-        for program in crate::agentstate::named_paths(&base.join(&sub), home) {
-            let Ok(rel) = program.strip_prefix(home) else {
-                continue;
-            };
-            let named = format!("{HOME_PREFIX}{}", rel.display());
-            let removed = changes
-                .iter()
-                .any(|c| matches!(c, Change::Remove(r) if *r == named));
-            let Some(top) = writable_top(&program, writable).filter(|_| !removed) else {
-                continue;
-            };
-            let Ok(sub) = program.strip_prefix(&top) else {
-                continue;
-            };
-            let sub = sub.to_string_lossy().into_owned();
-            walk(
-                p,
-                &top,
-                &sub,
-                &named,
-                Cow::Borrowed(
-                    "a program a command in an agent's configuration names: the agent, and the agent run without the shim, runs it",
-                ),
-            )?;
-            if !bases.contains(&top) {
-                bases.push(top);
-            }
-        }
+        programs_named(p, &base.join(&sub), home, changes, writable, &mut bases)?;
     }
     shared(p, home, projects, changes, stores, writable, &mut bases);
     normalize(p);
     Ok(bases)
+}
+
+/// Holds what the commands of the state file `file` run from where the agent may write
+/// (`~/.claude/statusline.sh`), unless `changes` leave one out.
+fn programs_named(
+    p: &mut Protection,
+    file: &Path,
+    home: &Path,
+    changes: &[Change],
+    writable: &dyn Fn(&Path) -> bool,
+    bases: &mut Vec<PathBuf>,
+) -> Result<(), ProtectError> {
+    for program in crate::agentstate::named_paths(file, home) {
+        let Ok(rel) = program.strip_prefix(home) else {
+            continue;
+        };
+        let named = format!("{HOME_PREFIX}{}", rel.display());
+        let removed = changes
+            .iter()
+            .any(|c| matches!(c, Change::Remove(r) if *r == named));
+        let Some(top) = writable_top(&program, writable).filter(|_| !removed) else {
+            continue;
+        };
+        let Ok(sub) = program.strip_prefix(&top) else {
+            continue;
+        };
+        let sub = sub.to_string_lossy().into_owned();
+        walk(
+            p,
+            &top,
+            &sub,
+            &named,
+            Cow::Borrowed(
+                "a program a command in an agent's configuration names: the agent, and the agent run without the shim, runs it",
+            ),
+        )?;
+        if !bases.contains(&top) {
+            bases.push(top);
+        }
+    }
+    Ok(())
+}
+
+/// The names in `base`/`dir` that `pattern` stands for ([`name_matches`]), sorted: none
+/// where the directory does not exist. More than [`MAX_PER_PATTERN`] is refused: each is a
+/// mount at every launch.
+fn named_in(base: &Path, dir: &str, pattern: &str, rel: &str) -> Result<Vec<String>, ProtectError> {
+    let at = if dir.is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(dir)
+    };
+    let entries = match std::fs::read_dir(&at) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(ProtectError::Io {
+                path: at,
+                source: e,
+            })
+        }
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| ProtectError::Io {
+            path: at.clone(),
+            source: e,
+        })?;
+        let name = entry.file_name();
+        if !name_matches(pattern.as_bytes(), name.as_bytes()) {
+            continue;
+        }
+        // Not UTF-8: held by no name a person could give in `protect`, so refused whole.
+        let Some(name) = name.to_str() else {
+            return Err(ProtectError::Unprotectable {
+                path: at.join(&name),
+                rel: rel.to_string(),
+                reason: Cow::Borrowed("a name its pattern stands for"),
+                what: "a name that is not UTF-8".into(),
+            });
+        };
+        names.push(name.to_string());
+        if names.len() > MAX_PER_PATTERN {
+            return Err(ProtectError::TooMany {
+                rel: rel.to_string(),
+                base: at,
+            });
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Each entry of `home`/`dir` but those named in `but`, where the agent may write in
@@ -1746,6 +1882,99 @@ mod tests {
         for bad in ["", "/etc", "a/../b", "./x", "a//b", "a/", "!", "x\ny"] {
             assert!(Change::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_pattern_of_landwalls_own_may_be_left_out_and_no_other_named() {
+        assert_eq!(
+            Change::parse("!~/.codex/*.config.toml"),
+            Ok(Change::Remove("~/.codex/*.config.toml".into()))
+        );
+        for bad in [
+            "~/.codex/*.config.toml",
+            "!~/.codex/*.toml",
+            "!*.env",
+            "!~/.codex/a*",
+        ] {
+            assert!(Change::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_pattern_stands_for_names_with_its_ends() {
+        let m = |p: &str, n: &str| name_matches(p.as_bytes(), n.as_bytes());
+        assert!(m("*.config.toml", "work.config.toml"));
+        assert!(m("*.config.toml", ".config.toml"));
+        assert!(m("a*b", "ab"));
+        assert!(m("plain", "plain"));
+        for n in [
+            "config.toml",
+            "work.config.toml.landwall-swept-1-2",
+            "work.config.tom",
+            "",
+        ] {
+            assert!(!m("*.config.toml", n), "{n:?}");
+        }
+        assert!(!m("a*b", "b") && !m("a*ab", "ab"));
+        let a = Absent {
+            path: "/h/.codex/*.config.toml".into(),
+            base: "/h/.codex".into(),
+            reason: "".into(),
+        };
+        assert_eq!(
+            a.pattern(),
+            Some((Path::new("/h/.codex"), OsStr::new("*.config.toml")))
+        );
+        assert!(a.covers(Path::new("/h/.codex/w.config.toml")));
+        assert!(a.covers(Path::new("/h/.codex/w.config.toml/x")));
+        assert!(!a.covers(Path::new("/h/.codex/config.toml")));
+        assert!(!a.covers(Path::new("/h/.codex/sub/w.config.toml")));
+    }
+
+    /// Codex's profile layers: each that exists is held read-only as one of its own (with
+    /// what its commands run), and the pattern stays absent for what appears; left out by
+    /// `"!~/.codex/*.config.toml"`.
+    #[test]
+    fn each_profile_layer_is_held_and_the_pattern_swept() {
+        let (_t, root) = tree();
+        let home = root.join("home");
+        let codex = home.join(".codex");
+        std::fs::create_dir_all(&codex).expect("mkdir");
+        std::fs::write(
+            codex.join("work.config.toml"),
+            "notify = [\"sh\", \"~/.codex/notify.sh\"]\n",
+        )
+        .expect("write");
+        std::fs::write(codex.join("notify.sh"), "true\n").expect("write");
+        std::fs::write(codex.join("config.toml.bak"), "").expect("write");
+        let writable = |p: &Path| p.starts_with(&codex);
+        let state = |changes: &[Change]| {
+            let mut p = Protection::default();
+            agent_state(&mut p, &home, &[], changes, None, &writable).expect("agent state");
+            p
+        };
+        let p = state(&[]);
+        let held = |p: &Protection, path: &Path| {
+            p.held
+                .iter()
+                .any(|h| h.path == path && h.hold == Hold::ReadOnly)
+        };
+        assert!(held(&p, &codex.join("work.config.toml")), "{p:#?}");
+        assert!(held(&p, &codex.join("notify.sh")), "{p:#?}");
+        assert!(!held(&p, &codex.join("config.toml.bak")));
+        let pattern = codex.join("*.config.toml");
+        assert!(p
+            .absent
+            .iter()
+            .any(|a| a.path == pattern && a.base == codex));
+        assert_eq!(
+            p.absent_covering(&codex.join("new.config.toml"))
+                .map(|a| &a.path),
+            Some(&pattern)
+        );
+        let p = state(&[Change::Remove("~/.codex/*.config.toml".into())]);
+        assert!(!held(&p, &codex.join("work.config.toml")));
+        assert!(!p.absent.iter().any(|a| a.path == pattern));
     }
 
     #[test]

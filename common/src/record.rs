@@ -195,10 +195,16 @@ pub fn look(a: &Absent) -> io::Result<Option<Ident>> {
     };
     let parts: Vec<&OsStr> = rel.components().map(|c| c.as_os_str()).collect();
     for (i, name) in parts.iter().enumerate() {
-        let st = match nix::sys::stat::fstatat(&dir, *name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(nix::errno::Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        // Searched as its owner where the agent took that right ([`crate::as_owner`]).
+        let st = crate::as_owner(&dir, 0o100, || {
+            match nix::sys::stat::fstatat(&dir, *name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => Ok(Some(st)),
+                Err(nix::errno::Errno::ENOENT) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })?;
+        let Some(st) = st else {
+            return Ok(None);
         };
         let kind = st.st_mode & libc::S_IFMT;
         if i + 1 == parts.len() || kind == libc::S_IFLNK {
@@ -214,12 +220,15 @@ pub fn look(a: &Absent) -> io::Result<Option<Ident>> {
         if kind != libc::S_IFDIR {
             return Ok(None);
         }
-        dir = openat(
-            &dir,
-            *name,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
+        dir = crate::as_owner(&dir, 0o100, || {
+            openat(
+                &dir,
+                *name,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(io::Error::from)
+        })?;
     }
     Ok(None)
 }

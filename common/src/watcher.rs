@@ -33,6 +33,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::chmod_fd;
 use crate::policy::Quarantine;
 use crate::protect::{Absent, Protection};
 use crate::record::{Record, State};
@@ -1013,6 +1014,10 @@ fn run(
     let subs = protection.submodules.as_ref();
     // What appeared between the start's look and the watches.
     swept.add(sweep_absent(sweep));
+    swept.add(sweep_patterns(protection, None));
+    if let Some(n) = notify.as_mut() {
+        n.listed_from(std::time::Instant::now());
+    }
     // The linked worktrees added that do not check out yet, and when to look at them again.
     let mut waiting = std::collections::HashMap::new();
     let mut again: Option<std::time::Duration> = None;
@@ -1037,6 +1042,18 @@ fn run(
             swept.add(sweep_absent(sweep));
             // A directory on the way may have appeared: watch it too.
             let mut watched = n.watch(sweep);
+            if polling {
+                // Watches were lost: what the events would name, every name there says.
+                n.appeared = Appeared::All;
+            }
+            let since = std::time::Instant::now();
+            match n.appeared() {
+                Some(named) => swept.add(sweep_patterns(protection, Some(&named))),
+                None => {
+                    swept.add(sweep_patterns(protection, None));
+                    n.listed_from(since);
+                }
+            }
             if let (true, Some(subs)) = (submodules_moved, subs) {
                 let now = state_now(&[], Some(subs), None, swept);
                 for rel in now.submodules.not_in(&basis.submodules) {
@@ -1088,6 +1105,7 @@ fn run(
     // The end, judged whole: the sweep first, since it is what a command run right after
     // the agent must not meet.
     swept.add(sweep_absent(sweep));
+    swept.add(sweep_patterns(protection, None));
     let now = state_now(judged, subs, admin(protection), swept);
     judge(&now, basis, judged, protection, swept);
     for (subs, was) in nested {
@@ -1370,6 +1388,28 @@ struct Notify {
     index_dirs: std::collections::HashSet<nix::sys::inotify::WatchDescriptor>,
     /// The submodules' directories, git dirs and hooks.
     submodule_dirs: std::collections::HashSet<nix::sys::inotify::WatchDescriptor>,
+    /// The directories of the absent entries that stand for a pattern of names
+    /// ([`Absent::pattern`]), each with its patterns.
+    pattern_dirs: std::collections::HashMap<
+        nix::sys::inotify::WatchDescriptor,
+        (std::path::PathBuf, Vec<std::ffi::OsString>),
+    >,
+    /// What the patterns stand for now: the names made or renamed into their directories
+    /// since last asked ([`Notify::appeared`]).
+    appeared: Appeared,
+    /// When the patterns' directories were last listed whole, and what that took.
+    listed: Option<(std::time::Instant, std::time::Duration)>,
+}
+
+/// What of the patterns' directories is to be looked at.
+#[derive(Debug, Default)]
+enum Appeared {
+    /// These paths, made or renamed there.
+    #[default]
+    None,
+    Named(Vec<std::path::PathBuf>),
+    /// Every name there: events were lost, or a directory is watched that was not.
+    All,
 }
 
 impl Notify {
@@ -1379,7 +1419,38 @@ impl Notify {
             inotify: Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?,
             index_dirs: std::collections::HashSet::new(),
             submodule_dirs: std::collections::HashSet::new(),
+            pattern_dirs: std::collections::HashMap::new(),
+            appeared: Appeared::None,
+            listed: None,
         })
+    }
+
+    /// What the patterns stand for that is to be looked at now: `None` for every name in
+    /// their directories. A whole listing follows the last one after ten times what that
+    /// took at the soonest (an agent that floods the queue until events are lost, or fills
+    /// the directory, keeps the watcher at a tenth of a core; what waits is looked at with
+    /// the next event, and at the end, whole).
+    fn appeared(&mut self) -> Option<Vec<std::path::PathBuf>> {
+        match std::mem::take(&mut self.appeared) {
+            Appeared::None => Some(Vec::new()),
+            Appeared::Named(v) => Some(v),
+            Appeared::All => {
+                let due = self
+                    .listed
+                    .is_none_or(|(at, took)| at.elapsed() >= took.saturating_mul(10));
+                if due {
+                    None
+                } else {
+                    self.appeared = Appeared::All;
+                    Some(Vec::new())
+                }
+            }
+        }
+    }
+
+    /// Notes that the patterns' directories were listed whole, from `since` until now.
+    fn listed_from(&mut self, since: std::time::Instant) {
+        self.listed = Some((std::time::Instant::now(), since.elapsed()));
     }
 
     /// Watches the index's directory, and each submodule of the index: its directory (a
@@ -1480,7 +1551,7 @@ impl Notify {
 
     /// Watches where linked worktrees are registered (or, before the first, where that
     /// directory would appear).
-    fn watch_registry(&self, reg: &crate::protect::Registry) -> io::Result<()> {
+    fn watch_registry(&mut self, reg: &crate::protect::Registry) -> io::Result<()> {
         self.watch(&[Absent {
             path: reg.admin.join("x"),
             base: reg.common.clone(),
@@ -1489,8 +1560,9 @@ impl Notify {
     }
 
     /// Watches, for each absent path, the nearest directory on the way that exists (a
-    /// directory already watched is watched once).
-    fn watch(&self, sweep: &[Absent]) -> io::Result<()> {
+    /// directory already watched is watched once). A pattern's own directory, watched
+    /// for the first time, is listed whole with the next look ([`Notify::appeared`]).
+    fn watch(&mut self, sweep: &[Absent]) -> io::Result<()> {
         use nix::sys::inotify::AddWatchFlags;
         let mask = AddWatchFlags::IN_CREATE
             | AddWatchFlags::IN_MOVED_TO
@@ -1498,8 +1570,18 @@ impl Notify {
             | AddWatchFlags::IN_DONT_FOLLOW;
         for a in sweep {
             if let Some(dir) = nearest_existing_dir(a) {
-                match self.inotify.add_watch(&dir, mask) {
-                    Ok(_) => {}
+                match watch_as_owner(&self.inotify, &dir, mask) {
+                    Ok(wd) => {
+                        if let Some((at, pattern)) = a.pattern().filter(|(at, _)| *at == dir) {
+                            let (_, patterns) = self.pattern_dirs.entry(wd).or_insert_with(|| {
+                                self.appeared = Appeared::All;
+                                (at.to_path_buf(), Vec::new())
+                            });
+                            if !patterns.iter().any(|p| p == pattern) {
+                                patterns.push(pattern.to_os_string());
+                            }
+                        }
+                    }
                     // Gone or replaced meanwhile: the next event or the exit looks again.
                     Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
                     Err(e) => return Err(e.into()),
@@ -1512,7 +1594,8 @@ impl Notify {
     /// Reads every pending event. Returns whether one concerns the submodules (the index
     /// replaced, or a change in a submodule's directory or git dir); for the absent paths
     /// what they name does not matter, the sweep looks.
-    fn drain(&self) -> bool {
+    fn drain(&mut self) -> bool {
+        use std::os::unix::ffi::OsStrExt;
         let mut submodules = false;
         loop {
             match self.inotify.read_events() {
@@ -1527,12 +1610,51 @@ impl Notify {
                         if index || lost || self.submodule_dirs.contains(&e.wd) {
                             submodules = true;
                         }
+                        if lost {
+                            self.appeared = Appeared::All;
+                        }
+                        // A name a pattern stands for, made or renamed into its directory.
+                        let named = self.pattern_dirs.get(&e.wd).zip(e.name.as_deref());
+                        if let Some(((dir, patterns), name)) = named {
+                            let stands = patterns.iter().any(|p| {
+                                crate::protect::name_matches(p.as_bytes(), name.as_bytes())
+                            });
+                            match &mut self.appeared {
+                                Appeared::None if stands => {
+                                    self.appeared = Appeared::Named(vec![dir.join(name)]);
+                                }
+                                Appeared::Named(v) if stands => v.push(dir.join(name)),
+                                _ => {}
+                            }
+                        }
                     }
                 }
                 Ok(_) | Err(_) => break,
             }
         }
         submodules
+    }
+}
+
+/// `inotify_add_watch` of the directory `dir`, as its owner where the agent took the read
+/// right from it ([`crate::as_owner`]): refused, the watcher would have had to end the agent.
+fn watch_as_owner(
+    inotify: &nix::sys::inotify::Inotify,
+    dir: &Path,
+    mask: nix::sys::inotify::AddWatchFlags,
+) -> nix::Result<nix::sys::inotify::WatchDescriptor> {
+    match inotify.add_watch(dir, mask) {
+        Err(nix::errno::Errno::EACCES) => {
+            let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+                .map_err(|_| nix::errno::Errno::EINVAL)?;
+            let fd = sys::open_no_symlinks(None, &path, libc::O_PATH | libc::O_DIRECTORY)
+                .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            crate::as_owner(&fd, 0o400, || {
+                inotify.add_watch(dir, mask).map_err(io::Error::from)
+            })
+            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+        }
+        other => other,
     }
 }
 
@@ -1820,10 +1942,104 @@ impl std::fmt::Display for Swept {
 /// its effect and loses nothing.
 /// Returns a line for each path set aside, and for each that could not be (said, not
 /// only logged: what could not be set aside may run outside the wall).
+/// A pattern ([`Absent::pattern`]) is no path of its own: [`sweep_patterns`] looks for it.
 pub fn sweep_absent(list: &[Absent]) -> Vec<(String, bool)> {
     list.iter()
+        .filter(|a| a.pattern().is_none())
         .map(|a| aside_line(a, None))
         .filter(|(line, _)| !line.is_empty())
+        .collect()
+}
+
+/// Sets aside what the patterns among `protection`'s absent entries stand for
+/// ([`Absent::pattern`]) that the launch did not hold when it began (those are the user's):
+/// of `named`, those paths; `None`, every name in the patterns' directories. A line for
+/// each path set aside, and for each directory that could not be listed (what is in it was
+/// not judged: said, as failed).
+fn sweep_patterns(protection: &Protection, named: Option<&[PathBuf]>) -> Vec<(String, bool)> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    for a in &protection.absent {
+        let Some((dir, pattern)) = a.pattern() else {
+            continue;
+        };
+        let stands = |name: &std::ffi::OsStr| {
+            crate::protect::name_matches(pattern.as_bytes(), name.as_bytes())
+        };
+        let found: Vec<PathBuf> = match named {
+            Some(named) => named
+                .iter()
+                .filter(|p| p.parent() == Some(dir) && p.file_name().is_some_and(stands))
+                .cloned()
+                .collect(),
+            None => match names_in(dir) {
+                Ok(names) => names
+                    .into_iter()
+                    .filter(|n| stands(n))
+                    .map(|n| dir.join(n))
+                    .collect(),
+                // Not there: nothing is in it.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Vec::new(),
+                Err(e) => {
+                    out.push((
+                        format!(
+                            "could not list {} to find {} ({}): {e}; what is there may be the agent's: look before you run anything there",
+                            dir.display(),
+                            a.path.display(),
+                            a.reason
+                        ),
+                        false,
+                    ));
+                    continue;
+                }
+            },
+        };
+        for path in found {
+            if protection.held.iter().any(|h| h.path == path) {
+                continue;
+            }
+            let one = Absent {
+                path,
+                base: a.base.clone(),
+                reason: a.reason.clone(),
+            };
+            let line = aside_line(&one, None);
+            if !line.0.is_empty() || !line.1 {
+                out.push(line);
+            }
+        }
+    }
+    out
+}
+
+/// The names in the directory `dir` (a real path: a link met on the way is refused), read
+/// by descriptor; opened as its owner where the agent took that right ([`crate::as_owner`]).
+fn names_in(dir: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let at = sys::open_no_symlinks(None, &path, libc::O_PATH | libc::O_DIRECTORY)?;
+    let again = std::ffi::CString::new(format!("/proc/self/fd/{}", at.as_raw_fd()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd = crate::as_owner(&at, 0o500, || {
+        nix::fcntl::open(
+            again.as_c_str(),
+            nix::fcntl::OFlag::O_RDONLY
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(io::Error::from)
+    })?;
+    let mut d = nix::dir::Dir::from_fd(fd)?;
+    d.iter()
+        .filter_map(|e| match e {
+            Ok(e) if matches!(e.file_name().to_bytes(), b"." | b"..") => None,
+            Ok(e) => Some(Ok(
+                std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string()
+            )),
+            Err(e) => Some(Err(io::Error::from(e))),
+        })
         .collect()
 }
 
@@ -1862,13 +2078,6 @@ fn open_for_owner(dir: &OwnedFd, name: &std::ffi::OsStr) -> io::Result<(OwnedFd,
     Ok((fd, mode))
 }
 
-/// `chmod` of exactly what `fd` (any descriptor, `O_PATH` too) is.
-fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    fs::set_permissions(path, fs::Permissions::from_mode(mode))
-}
-
 fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<Swept>> {
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
@@ -1886,6 +2095,15 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
         Err(e) => return Err(e),
     };
     let parts: Vec<_> = rel.components().map(|c| c.as_os_str().to_owned()).collect();
+    // The base, where the way down (and a rename) begins, must be searchable and writable
+    // for the owner before anything in it is looked at (an agent that took that from its
+    // state directory would otherwise blind the sweep, found by review).
+    let st = nix::sys::stat::fstat(&dir)?;
+    if st.st_mode & 0o300 != 0o300 && st.st_uid == nix::unistd::geteuid().as_raw() {
+        let fd = dir.try_clone()?;
+        chmod_fd(&fd, (st.st_mode & 0o7777) | 0o700)?;
+        opened.push((fd, st.st_mode & 0o7777));
+    }
     let mut at = a.base.clone();
     for (i, name) in parts.iter().enumerate() {
         at.push(name);
@@ -1898,16 +2116,6 @@ fn sweep_one(a: &Absent, opened: &mut Vec<(OwnedFd, u32)>) -> io::Result<Option<
             Err(nix::errno::Errno::ENOENT) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        if i == 0 {
-            // The directory the rename happens in (and the way down) must be writable and
-            // searchable for the owner.
-            let st = nix::sys::stat::fstat(&dir)?;
-            if st.st_mode & 0o300 != 0o300 && st.st_uid == nix::unistd::geteuid().as_raw() {
-                let fd = dir.try_clone()?;
-                chmod_fd(&fd, (st.st_mode & 0o7777) | 0o700)?;
-                opened.push((fd, st.st_mode & 0o7777));
-            }
-        }
         let kind = st.st_mode & libc::S_IFMT;
         let last = i + 1 == parts.len();
         if last || kind == libc::S_IFLNK {

@@ -219,9 +219,29 @@ fn agent_state_lines(home: Option<&Path>) -> Vec<String> {
     let Some(home) = home else {
         return Vec::new();
     };
-    let mut files: Vec<String> = landwall::profile::agent_code()
-        .map(|(_, c)| c.path.to_string())
-        .collect();
+    let mut files: Vec<String> = Vec::new();
+    for (_, c) in landwall::profile::agent_code() {
+        let (dir, name) = c.path.rsplit_once('/').unwrap_or(("", c.path));
+        if !name.contains('*') || name == "*" {
+            files.push(c.path.to_string());
+            continue;
+        }
+        // A pattern (`~/.codex/*.config.toml`): each file there that it stands for.
+        let Ok(entries) = std::fs::read_dir(home.join(dir)) else {
+            continue;
+        };
+        let mut found: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| {
+                use std::os::unix::ffi::OsStrExt;
+                landwall::protect::name_matches(name.as_bytes(), n.as_bytes())
+            })
+            .map(|n| format!("{dir}/{}", n.to_string_lossy()))
+            .collect();
+        found.sort();
+        files.append(&mut found);
+    }
     for f in [".claude.json", ".claude/.claude.json"] {
         files.push(f.to_string());
     }

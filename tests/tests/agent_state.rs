@@ -6,6 +6,7 @@
 //! lands. The real agents reading such plants are in `agents.rs`.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -20,11 +21,13 @@ const PLANT: &str = "planted by the agent";
 /// before the launch ([`user_entries`]).
 const ENTRY: &str = "lib";
 
-/// Makes the entries `*` stands for (`~/.config/opencode/lib`, the snapshot git dir
-/// `~/.local/share/opencode/snapshot/lib/lib`).
+/// Makes the entries `*` stands for as a whole component (`~/.config/opencode/lib`, the
+/// snapshot git dir `~/.local/share/opencode/snapshot/lib/lib`). Inside a name
+/// (`~/.codex/*.config.toml`) it stands for one the agent makes: `lib.config.toml`.
 fn user_entries(home: &Path) {
     for (_, code) in agent_code() {
-        if let Some(last) = code.path.rfind('*') {
+        let whole = code.path.split('/').any(|c| c == "*");
+        if let Some(last) = code.path.rfind('*').filter(|_| whole) {
             let dir = code.path[..=last].replace('*', ENTRY);
             fs::create_dir_all(home.join(dir)).expect("mkdir");
         }
@@ -611,11 +614,7 @@ fn a_plant_in_a_mixed_state_file_reaches_no_launch_beside_it() {
             assert!(!end.to_string().contains("planted"), "{agent}: {end}");
             if start.is_none() {
                 let mode = fs::metadata(&copy).expect("stat").permissions();
-                assert_eq!(
-                    std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
-                    0o600,
-                    "{agent}"
-                );
+                assert_eq!(mode.mode() & 0o777, 0o600, "{agent}");
             }
             if agent == "claude" {
                 assert_eq!(end["numStartups"], 9, "{end}");
@@ -1007,4 +1006,136 @@ echo "--- a: $(as "$@" run -- sh -c 'cat ~/.cache/plant')"
         "the project lost its cache\n{}",
         describe(&out)
     );
+}
+
+/// What an agent does to Codex's profile layers (`~/.codex/*.config.toml`): makes one by
+/// name, renames one into place, writes the user's own, and makes one last, taking the
+/// owner's rights from `~/.codex` in the same instant (so that the watcher, which holds no
+/// capability, could not look in it). Then it says whether its first layer was still there
+/// a moment later.
+const PROFILE_SCRIPT: &str = r#"
+c=$HOME/.codex
+echo 'notify = ["sh", "-c", "planted by the agent"]' > "$c/work.config.toml"
+echo 'notify = ["sh", "-c", "planted by the agent"]' > "$c/.draft" && mv "$c/.draft" "$c/moved.config.toml"
+echo 'planted by the agent' >> "$c/mine.config.toml" 2>/dev/null
+i=0
+while test -e "$c/work.config.toml" && test $i -lt 100; do sleep 0.05; i=$((i+1)); done
+test -e "$c/work.config.toml" && echo 'a layer stayed while the agent ran'
+python3 -c 'import os, sys; c = sys.argv[1]; open(c + "/late.config.toml", "w").write("planted by the agent\n"); os.chmod(c, 0)' "$c"
+"#;
+
+/// The profile layers now in `home`'s `~/.codex`, with what each holds.
+fn profile_layers(home: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = fs::read_dir(home.join(".codex"))
+        .expect("list ~/.codex")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.ends_with(".config.toml").then(|| {
+                let text = fs::read_to_string(e.path()).unwrap_or_default();
+                (name, text)
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn profile_layer_scene(name: &str, unprivileged: bool) -> Sandbox {
+    let sb = Sandbox::new(name);
+    let codex = sb.home().join(".codex");
+    fs::create_dir_all(&codex).expect("mkdir ~/.codex");
+    fs::write(codex.join("mine.config.toml"), "model = \"the user's\"\n").expect("write");
+    if unprivileged {
+        let (uid, gid) = test_user();
+        chown_tree(&sb.home(), uid, gid);
+        chown_tree(&sb.wt(), uid, gid);
+    }
+    sb
+}
+
+/// Found by review: `codex --profile <name>` lays `~/.codex/<name>.config.toml` over the
+/// user's configuration, and one the user had not made was the agent's to make, for every
+/// later launch and for Codex without the shim. Each layer the agent makes is set aside as
+/// it appears (and at the end, even where it took the watcher's way in), the user's own is
+/// held read-only. The control runs the same script without the wall: every layer stays.
+fn profile_layers_walled(unprivileged: bool) {
+    let sb = profile_layer_scene("codex-profile", unprivileged);
+    let home = sb.home();
+    let mut c = if unprivileged {
+        as_test_user(&sb, &landwall_e2e::landwall())
+    } else {
+        sb.landwall()
+    };
+    c.current_dir(sb.wt())
+        .args(["run", "--agent", "codex", "--", "sh", "-c", PROFILE_SCRIPT]);
+    let out = output(&mut c);
+    // The agent took the owner's rights from `~/.codex`: they stay taken (its doing), but
+    // the watcher looked in all the same.
+    let mode = fs::metadata(home.join(".codex"))
+        .expect("stat")
+        .permissions();
+    fs::set_permissions(home.join(".codex"), fs::Permissions::from_mode(0o700)).expect("chmod");
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(mode.mode() & 0o777, 0, "{}", describe(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("stayed"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        profile_layers(&home),
+        vec![(
+            "mine.config.toml".to_string(),
+            "model = \"the user's\"\n".to_string()
+        )],
+        "{}",
+        describe(&out)
+    );
+    let aside = fs::read_dir(home.join(".codex"))
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".landwall-swept-"))
+        .count();
+    assert_eq!(aside, 3, "{}", describe(&out));
+
+    // Control: the same script without the wall leaves every layer of the agent's.
+    let sb = profile_layer_scene("codex-profile-control", unprivileged);
+    let mut c = if unprivileged {
+        as_test_user(&sb, Path::new("/bin/sh"))
+    } else {
+        let mut c = Command::new("/bin/sh");
+        sb.clean_env(&mut c);
+        c
+    };
+    c.current_dir(sb.wt()).args(["-c", PROFILE_SCRIPT]);
+    let out = output(&mut c);
+    fs::set_permissions(sb.home().join(".codex"), fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    let names: Vec<String> = profile_layers(&sb.home())
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "late.config.toml",
+            "mine.config.toml",
+            "moved.config.toml",
+            "work.config.toml"
+        ],
+        "{}",
+        describe(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("stayed"));
+}
+
+#[test]
+fn a_codex_profile_layer_the_agent_makes_is_set_aside_and_the_users_held() {
+    profile_layers_walled(false);
+}
+
+#[test]
+fn a_codex_profile_layer_the_agent_makes_is_set_aside_and_the_users_held_unprivileged() {
+    profile_layers_walled(true);
 }

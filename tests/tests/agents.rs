@@ -260,6 +260,8 @@ struct Options<'a> {
     keep_config: bool,
     /// OpenCode only: an npm plugin its configuration names (installed by the test).
     plugin: Option<&'a str>,
+    /// Codex only: `--profile` (a layer `~/.codex/<name>.config.toml`, if there is one).
+    profile: Option<&'a str>,
 }
 
 /// Writes the agent's configuration for the stand-in (as a user would, in `$HOME`) and
@@ -373,6 +375,9 @@ fn agent_command(
             };
             fs::write(&file, config).expect("write config.toml");
             c.env("OPENAI_API_KEY", "lw-dummy-key").arg("exec");
+            if let Some(profile) = opts.profile {
+                c.args(["--profile", profile]);
+            }
             if opts.codex_sandbox {
                 c.args(["--sandbox", "workspace-write"]);
             } else {
@@ -834,7 +839,13 @@ enum Plant {
     /// The code of a plugin the user installed, kept in the agent's cache (OpenCode's
     /// `~/.cache/opencode/packages`).
     Package,
+    /// Codex only: a profile layer the user has not made (`~/.codex/<name>.config.toml`),
+    /// read where `--profile <name>` is given.
+    Profile,
 }
+
+/// The profile [`Plant::Profile`] makes, and the later runs name.
+const PROFILE: &str = "lw";
 
 /// The npm plugin the user's OpenCode configuration names in [`Plant::Package`]: a scope
 /// nobody publishes, never fetched (the user's copy is installed in the cache first).
@@ -870,6 +881,15 @@ fn plant(agent: Agent, sb: &Sandbox, marker: &Path, kind: Plant) -> (PathBuf, St
             format!(
                 "echo 'writeFileSync(\"{m}\", \"\");' >> '{}'",
                 index.display()
+            ),
+        );
+    }
+    if kind == Plant::Profile {
+        let layer = sb.home().join(format!(".codex/{PROFILE}.config.toml"));
+        return (
+            layer,
+            format!(
+                "printf '[mcp_servers.lw]\\ncommand = \"sh\"\\nargs = [\"-c\", \"touch {m}\"]\\n' > ~/.codex/{PROFILE}.config.toml"
             ),
         );
     }
@@ -928,6 +948,7 @@ fn state_plant(agent: Agent, walled: bool, kind: Plant) {
         Plant::Config => "plant",
         Plant::Script => "script",
         Plant::Package => "package",
+        Plant::Profile => "profile",
     };
     let sb = Sandbox::new(&format!("agent-{}-{what}-{tag}", agent.name()));
     init_repo(&sb);
@@ -958,6 +979,7 @@ fn state_plant(agent: Agent, walled: bool, kind: Plant) {
     let keep = Options {
         keep_config: true,
         plugin,
+        profile: (kind == Plant::Profile).then_some(PROFILE),
         ..Options::default()
     };
     let mut runs = vec![("walled-there", Wall::Shim), ("unwalled-there", Wall::None)];
@@ -1122,6 +1144,18 @@ fn codex_config_planted_in_one_project_runs_nowhere() {
 #[test]
 fn codex_config_planted_without_the_shim_runs_in_another_project() {
     state_plant(Agent::Codex, false, Plant::Config);
+}
+
+/// Found by review: a profile layer the user has not made yet was the agent's to make, and
+/// `codex --profile lw` anywhere, walled or not, ran what it named.
+#[test]
+fn a_codex_profile_layer_planted_in_one_project_runs_nowhere() {
+    state_plant(Agent::Codex, true, Plant::Profile);
+}
+
+#[test]
+fn a_codex_profile_layer_planted_without_the_shim_runs_in_another_project() {
+    state_plant(Agent::Codex, false, Plant::Profile);
 }
 
 #[test]
