@@ -624,26 +624,26 @@ fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Resu
                 remove_slot(&at)?;
             }
             // The file system cannot hold an overlay's upper layer (NFS; an overlay itself,
-            // as in a container): the project's own directory instead, bound, which holds
-            // everywhere. The agent's tools start from an empty cache there, and what is
-            // held under `path` is out of sight ([`enter`] skips it).
+            // as in a container): the project's own directory instead.
             Err(e) => {
                 log::debug!(
                     "{}: no overlay ({e}); the project's own directory",
                     path.display()
                 );
                 drop((upper, work, dir));
-                let own_at = store.join("own");
-                own_subdir(&store_fd, "own", &own_at)?;
-                return own(path, fd, &own_at).map(|()| false);
+                return own_instead(path, fd, &store_fd, store);
             }
         }
     }
     if slot == LAYER_SLOTS {
-        return Err(io::Error::other(format!(
-            "{LAYER_SLOTS} launches of this project have a layer of {} at once already",
+        // As many launches of the project as there are slots have a layer already: this
+        // one too gets the project's own directory, walled all the same.
+        log::debug!(
+            "{}: {LAYER_SLOTS} layers of {} in use; the project's own directory",
+            path.display(),
             store.display()
-        )));
+        );
+        return own_instead(path, fd, &store_fd, store);
     }
     mounted(
         path,
@@ -652,6 +652,16 @@ fn layer(path: &Path, fd: &OwnedFd, before: &FileStat, store: &Path) -> io::Resu
         "an overlay",
     )?;
     Ok(true)
+}
+
+/// Where no layer can be laid: `own/` in the layer's `store` (open as `store_fd`), bound
+/// onto `path`, which holds everywhere. The agent's tools start from an empty cache there,
+/// and what is held under `path` is out of sight ([`enter`] skips it). Returns `false`: no
+/// overlay.
+fn own_instead(path: &Path, fd: &OwnedFd, store_fd: &OwnedFd, store: &Path) -> io::Result<bool> {
+    let own_at = store.join("own");
+    own_subdir(store_fd, "own", &own_at)?;
+    own(path, fd, &own_at).map(|()| false)
 }
 
 /// Covers the directory `path` (open as `fd`) with `store` (the project's own, made by the

@@ -350,6 +350,30 @@ const AGENT_CODE: &[(&str, Code)] = &[
     (
         "codex",
         Code {
+            path: ".codex/agents",
+            make: Some(Make::Dir),
+            reason: "Codex's agent roles: each `<role>.toml` gives a role its instructions and configuration, offered to the model in every project, one named like a built-in role in its place (found by review)",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/plugins",
+            make: Some(Make::Dir),
+            reason: "Codex's installed plugins: their skills, MCP servers and apps, in every project",
+        },
+    ),
+    (
+        "codex",
+        Code {
+            path: ".codex/models_cache.json",
+            make: None,
+            reason: "Codex's model catalogue, as fetched: each model's base instructions, taken up by every session until it is fetched again (found by review)",
+        },
+    ),
+    (
+        "codex",
+        Code {
             // `*` inside a name: every such file there when the launch starts, held; one
             // that appears, set aside (a profile the user has not made yet, the agent could).
             path: ".codex/*.config.toml",
@@ -796,6 +820,22 @@ const AGENT_SHARED: &[(&str, Shared)] = &[
             path: ".codex/shell_snapshots",
             kept: Kept::Fresh,
             reason: "Codex's shell snapshots: each session sources its own before every command it runs (found by review: a process left behind the wall wrote into the snapshot of the user's next session)",
+        },
+    ),
+    (
+        "codex",
+        Shared {
+            path: ".codex/tmp",
+            kept: Kept::Fresh,
+            reason: "Codex's temporary directory: each session puts a directory of its own there first on PATH for every command it runs (`arg0-linux`; found by review: a process left behind the wall wrote programs into the next session's, which ran them unwalled)",
+        },
+    ),
+    (
+        "codex",
+        Shared {
+            path: ".codex/.tmp",
+            kept: Kept::Own,
+            reason: "Codex's plugin marketplaces and the plugins it stages from them, installed into every project: this launch's go to a directory of its project's own",
         },
     ),
 ];

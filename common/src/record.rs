@@ -302,9 +302,18 @@ impl State {
     /// those its launch did not judge (a path of another configuration, of a worktree the
     /// user added since) are taken as the start has them, as a launch with no record takes
     /// all. (A worktree added by an agent is judged as the registry says, not here.)
-    pub fn naming_all_of(mut self, start: &State) -> State {
+    pub fn naming_all_of(self, start: &State) -> State {
+        self.naming_all_of_but(start, |_| false)
+    }
+
+    /// [`State::naming_all_of`], but a path for which `made` holds that the record does
+    /// not name is taken as absent: a name a pattern stands for ([`Absent::pattern`]), which
+    /// the record names whenever it held the user's own there, so one it does not name is
+    /// one made since (by a launch that did not finish, where this basis is judged).
+    pub fn naming_all_of_but(mut self, start: &State, made: impl Fn(&Path) -> bool) -> State {
         for (p, id) in &start.paths {
-            self.paths.entry(p.clone()).or_insert_with(|| id.clone());
+            let id = if made(p) { Ident::new() } else { id.clone() };
+            self.paths.entry(p.clone()).or_insert(id);
         }
         self
     }

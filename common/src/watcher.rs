@@ -535,7 +535,17 @@ fn start_basis(
         let left = record.others()?;
         record.forget(&left)?;
     }
-    let saved = loaded.filter(|_| !other).map(|s| s.naming_all_of(&now));
+    // A name a pattern stands for that the record does not name was made since it was
+    // written: judged as the agent's where an earlier launch did not finish.
+    let made = |p: &Path| {
+        protection
+            .absent
+            .iter()
+            .any(|a| a.pattern().is_some() && a.covers(p))
+    };
+    let saved = loaded
+        .filter(|_| !other)
+        .map(|s| s.naming_all_of_but(&now, made));
     let basis = match (record.exclusive, saved) {
         (true, Some(saved)) => {
             let left = record.others()?;

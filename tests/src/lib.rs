@@ -420,3 +420,28 @@ pub fn verdict(out: &Output) -> String {
     );
     lines[0].to_string()
 }
+
+/// Waits until no watcher of a launch in `wt` runs (the record's lock under `home`, root's
+/// home for root, is free): what a launch's watcher does last may come after the launch
+/// has given the terminal back.
+pub fn settle(home: &Path, wt: &Path) {
+    let real = std::fs::canonicalize(wt).expect("real path of the worktree");
+    let lock = home
+        .join(landwall::record::UNDER_HOME)
+        .join(landwall::record::key(&real))
+        .join("lock");
+    let Ok(file) = std::fs::File::open(&lock) else {
+        return;
+    };
+    // Long enough for a loaded machine; a watcher still there then fails the test rather
+    // than racing its next step.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        use std::os::fd::AsFd as _;
+        match landwall::sys::flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => return,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    panic!("a watcher of {} still ran after 60 s", wt.display());
+}

@@ -649,6 +649,22 @@ cat "$c/pre-commit/repo/hook.sh"
 if test -e "$c/go-build/aa/obj"; then echo 'obj there'; fi
 "#;
 
+/// `landwall run` of `script` under `sh`, as Codex's launch.
+fn codex_run(script: &str) -> [&str; 7] {
+    ["run", "--agent", "codex", "--", "sh", "-c", script]
+}
+
+/// That the run `out` succeeded and printed exactly `expected`.
+fn says(out: &std::process::Output, expected: &str) {
+    assert!(out.status.success(), "{}", describe(out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        expected,
+        "{}",
+        describe(out)
+    );
+}
+
 /// `program` run as the test user, with the sandbox's clean environment.
 fn as_test_user(sb: &Sandbox, program: &Path) -> Command {
     let (uid, gid) = test_user();
@@ -730,22 +746,10 @@ fn cache_layered(unprivileged: bool) {
     );
     // A launch in another project sees the user's cache, not what the agent wrote.
     let out = run_in(&sb, &other, unprivileged, None, CACHE_LOOK);
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "the user's\n",
-        "{}",
-        describe(&out)
-    );
+    says(&out, "the user's\n");
     // The next launch in the same project keeps its cache.
     let out = run_in(&sb, &sb.wt(), unprivileged, None, CACHE_LOOK);
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "the user's\nplanted by the agent\nobj there\n",
-        "{}",
-        describe(&out)
-    );
+    says(&out, "the user's\nplanted by the agent\nobj there\n");
 
     // Control: with the layer left out (`"!~/.cache"`), the same launch rewrites the user's
     // hook script, and the other project's launch meets it.
@@ -1067,14 +1071,23 @@ fn profile_layers_walled(unprivileged: bool) {
     } else {
         sb.landwall()
     };
-    c.current_dir(sb.wt())
-        .args(["run", "--agent", "codex", "--", "sh", "-c", PROFILE_SCRIPT]);
+    c.current_dir(sb.wt()).args(codex_run(PROFILE_SCRIPT));
     let out = output(&mut c);
     // The agent took the owner's rights from `~/.codex`: they stay taken (its doing), but
-    // the watcher looked in all the same.
-    let mode = fs::metadata(home.join(".codex"))
+    // the watcher looked in all the same, giving them back while it looked; its last look
+    // may come after the launch has given the terminal back.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut mode = fs::metadata(home.join(".codex"))
         .expect("stat")
         .permissions();
+    while mode.mode() & 0o777 != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        mode = fs::metadata(home.join(".codex"))
+            .expect("stat")
+            .permissions();
+    }
+    // What the watcher does last (the whole directory listed again) has had its moment.
+    std::thread::sleep(Duration::from_millis(300));
     fs::set_permissions(home.join(".codex"), fs::Permissions::from_mode(0o700)).expect("chmod");
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(mode.mode() & 0o777, 0, "{}", describe(&out));
@@ -1138,4 +1151,164 @@ fn a_codex_profile_layer_the_agent_makes_is_set_aside_and_the_users_held() {
 #[test]
 fn a_codex_profile_layer_the_agent_makes_is_set_aside_and_the_users_held_unprivileged() {
     profile_layers_walled(true);
+}
+
+/// As many launches of one project as the store has slots (32) each have a layer over
+/// `~/.cache` already (stood for by overlays the test mounts on those slots, in a namespace
+/// of its own): the next launch of the project is not refused but given the project's own
+/// directory instead, walled all the same: it sees none of the user's cache, and what it
+/// writes lands in the project's store. The control, with the slots free, sees the user's.
+/// As the test user, whose stores are in its `$HOME`.
+#[test]
+fn a_launch_beyond_the_layers_slots_gets_the_projects_own_cache() {
+    let (sb, _) = cache_scene("cache-layer-slots", true);
+    let home = sb.home();
+    let look = "if test -e \"$HOME/.cache/pre-commit/repo/hook.sh\"; then echo users; else echo own; fi; echo 'written by the agent' > \"$HOME/.cache/new\"";
+    // Control: the first launch lays the layer, over the user's cache.
+    let out = run_in(&sb, &sb.wt(), true, None, look);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "users\n");
+    let stores = home.join(".local/state/landwall/cache");
+    let project = fs::read_dir(&stores)
+        .expect("the stores")
+        .flatten()
+        .next()
+        .expect("the project's store")
+        .path();
+    let store = fs::read_dir(&project)
+        .expect("the project's store")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("cache-"))
+        .expect("the cache's store")
+        .path();
+    let lower = sb.root.join("lower");
+    fs::create_dir_all(&lower).expect("mkdir");
+    let (uid, gid) = test_user();
+    let script = format!(
+        "set -e; s='{store}'; for n in $(seq 0 31); do mkdir -p -m 700 \"$s/$n\" \"$s/$n/upper\" \"$s/$n/work\" \"$s/m$n\"; chown {uid}:{gid} \"$s/$n\" \"$s/$n/upper\" \"$s/$n/work\"; mount -t overlay overlay -o \"lowerdir={lower},upperdir=$s/$n/upper,workdir=$s/$n/work,index=on\" \"$s/m$n\"; done; setpriv --reuid={uid} --regid={gid} --init-groups -- '{landwall}' run -- sh -c '{look}'",
+        store = store.display(),
+        lower = lower.display(),
+        landwall = landwall_e2e::landwall().display(),
+        look = look.replace('\'', "'\\''"),
+    );
+    let mut c = Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c", &script]);
+    sb.clean_env(&mut c);
+    c.current_dir(sb.wt());
+    let out = output(&mut c);
+    says(&out, "own\n");
+    assert_eq!(
+        fs::read_to_string(store.join("own/new")).expect("written in the project's own"),
+        "written by the agent\n"
+    );
+    assert!(
+        !home.join(".cache/new").exists(),
+        "the user's cache was written"
+    );
+}
+
+/// What a process left running behind the wall writes into Codex's temporary directories
+/// after the agent exits: `~/.codex/tmp/arg0-linux/<dir>`, which each Codex session puts
+/// first on PATH for every command it runs, and `~/.codex/.tmp`, where Codex stages the
+/// plugins it installs.
+const CODEX_TMP_SCRIPT: &str = r#"
+setsid sh -c 'sleep 0.3; mkdir -p "$HOME/.codex/tmp/arg0-linux/codex-arg0x" "$HOME/.codex/.tmp/plugins" && echo "planted by the agent" > "$HOME/.codex/tmp/arg0-linux/codex-arg0x/tr" && echo "planted by the agent" > "$HOME/.codex/.tmp/plugins/marketplace.json" && echo planted > "$HOME/../planted"' </dev/null >/dev/null 2>&1 &
+"#;
+
+/// Found by review: a process the agent left running wrote programs into the directory a
+/// Codex session started later, without the shim, put first on its PATH
+/// (`~/.codex/tmp/arg0-linux`), and they ran unwalled. Walled: `~/.codex/tmp` is a file
+/// system of the launch's own, and `~/.codex/.tmp` the project's own directory: the user's
+/// hold nothing of it. The control: the same without the wall lands in the user's.
+#[test]
+fn what_is_left_running_writes_in_codexs_temporary_directories_in_vain() {
+    for walled in [false, true] {
+        let sb = Sandbox::new("codex-tmp");
+        let home = sb.home();
+        fs::create_dir_all(home.join(".codex/tmp")).expect("mkdir");
+        fs::create_dir_all(home.join(".codex/.tmp")).expect("mkdir");
+        let mut c = if walled {
+            let mut c = sb.landwall();
+            c.args(codex_run(CODEX_TMP_SCRIPT));
+            c
+        } else {
+            let mut c = Command::new("sh");
+            sb.clean_env(&mut c);
+            c.current_dir(sb.wt()).args(["-c", CODEX_TMP_SCRIPT]);
+            c
+        };
+        let out = output(&mut c);
+        assert!(out.status.success(), "{}", describe(&out));
+        // The process left running has done its work (or failed at it) by now.
+        std::thread::sleep(Duration::from_millis(1500));
+        let landed = [
+            ".codex/tmp/arg0-linux/codex-arg0x/tr",
+            ".codex/.tmp/plugins/marketplace.json",
+        ]
+        .map(|p| home.join(p).exists());
+        assert_eq!(
+            landed,
+            [!walled, !walled],
+            "walled: {walled}:\n{}",
+            describe(&out)
+        );
+    }
+}
+
+/// A launch whose watcher did not finish (simulated by its mark left in the record) left a
+/// profile layer of the agent's (`~/.codex/evil.config.toml`). The next launch in that
+/// worktree judges the names the pattern stands for that the record does not hold before its
+/// agent starts: the layer is set aside, the agent does not start (exit 100), and the
+/// user's own layer stays. The control: the same without the mark, and the next launch
+/// takes the layer as the user's.
+#[test]
+fn a_profile_layer_left_by_a_launch_that_did_not_finish_is_judged_at_the_next_start() {
+    let (uid, gid) = test_user();
+    for dead in [false, true] {
+        let sb = profile_layer_scene("codex-profile-dead", true);
+        let home = sb.home();
+        let launch = |sb: &Sandbox| {
+            let mut c = as_test_user(sb, &landwall_e2e::landwall());
+            c.current_dir(sb.wt())
+                .args(codex_run("echo ran > \"$PWD/marker\""));
+            output(&mut c)
+        };
+        let one = launch(&sb);
+        assert!(one.status.success(), "{}", describe(&one));
+        landwall_e2e::settle(&home, &sb.wt());
+        fs::remove_file(sb.wt().join("marker")).expect("rm marker");
+        let evil = home.join(".codex/evil.config.toml");
+        fs::write(
+            &evil,
+            "notify = [\"sh\", \"-c\", \"planted by the agent\"]\n",
+        )
+        .expect("plant");
+        chown_tree(&evil, uid, gid);
+        if dead {
+            let real = fs::canonicalize(sb.wt()).expect("real path");
+            let mark = home
+                .join(landwall::record::UNDER_HOME)
+                .join(landwall::record::key(&real))
+                .join("open-00000000deadbeef");
+            fs::write(&mark, "").expect("leave a mark");
+            chown_tree(&mark, uid, gid);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+        let two = launch(&sb);
+        if dead {
+            assert_eq!(two.status.code(), Some(100), "{}", describe(&two));
+            assert!(
+                !sb.ran_in(&sb.wt()),
+                "the agent started: {}",
+                describe(&two)
+            );
+        } else {
+            assert!(two.status.success(), "{}", describe(&two));
+        }
+        assert_eq!(evil.exists(), !dead, "{}", describe(&two));
+        assert_eq!(
+            fs::read_to_string(home.join(".codex/mine.config.toml")).expect("the user's"),
+            "model = \"the user's\"\n"
+        );
+    }
 }

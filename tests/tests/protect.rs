@@ -259,25 +259,7 @@ impl Scene {
             Who::Root => PathBuf::from("/root"),
             Who::User => self.sb.home(),
         };
-        let real = std::fs::canonicalize(&self.wt).expect("real path of the worktree");
-        let lock = home
-            .join(landwall::record::UNDER_HOME)
-            .join(landwall::record::key(&real))
-            .join("lock");
-        let Ok(file) = std::fs::File::open(&lock) else {
-            return;
-        };
-        // Long enough for a loaded machine; a watcher still there then fails the test
-        // rather than racing its next step.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            use std::os::fd::AsFd as _;
-            match landwall::sys::flock(file.as_fd(), libc::LOCK_EX | libc::LOCK_NB) {
-                Ok(()) => return,
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        panic!("a watcher of {} still ran after 60 s", self.wt.display());
+        landwall_e2e::settle(&home, &self.wt);
     }
 
     /// Runs `script` outside the wall.
