@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# What judging the agents' own state (issue 25) costs a launch: the `claude` and `opencode`
-# shims launching /bin/true from a project in a home holding each agent's state as a
-# signed-in user has it (Claude Code's `.claude.json` with forty projects, OpenCode's
-# `auth.json` with three sign-ins, its configuration and cache), at STATE_BASE (before the
-# launches' private copies and OpenCode's held cache), STATE_PREV (the main before the last
-# change) and STATE_NEW (default HEAD), as root and as the unprivileged user landwall-test,
-# in one hyperfine run per agent and user. Writes bench/state-results.md.
+# What judging the agents' own state (issue 25) costs a launch: the `claude`, `codex` and
+# `opencode` shims launching /bin/true from a project in a home holding each agent's state
+# as a signed-in user has it (Claude Code's `.claude.json` with forty projects, Codex's
+# configuration, a profile layer and its sessions, OpenCode's `auth.json` with three
+# sign-ins, its configuration and cache), at STATE_BASE, STATE_PREV (the main before the
+# last change) and STATE_NEW (default HEAD), as root and as the unprivileged user
+# landwall-test. The launches run interleaved, round-robin, one of each build in turn:
+# hyperfine runs each build's launches in a block, and on a small VM the blocks met
+# different load (0.94x to 1.64x for the same builds). Writes bench/state-results.md.
 #
 # Why it costs: per private copy (`.claude.json`, `auth.json`) a tmpfs, a bind and a detach
 # in the launch's namespace, and a read and judgement of the file before the wall goes up;
@@ -14,24 +16,24 @@
 # at the mount, the upper file system synced when the namespace ends); Claude Code's
 # per-session directories of the project's own are a bind each.
 #
-# Environment: STATE_BASE (default bffc58f), STATE_PREV (default de846b2), STATE_NEW
-# (default HEAD), STATE_RUNS (default 300), STATE_DIR (builds and the scratch home; default
-# $CARGO_TARGET_DIR/bench-state or target/bench-state). Needs root, git, cargo, setpriv,
-# python3 and hyperfine (`make bench` installs it).
+# Environment: STATE_BASE (default 89cc64c), STATE_PREV (default f6aa795), STATE_NEW
+# (default HEAD), STATE_RUNS (rounds, default 200), STATE_DIR (builds and the scratch home;
+# default $CARGO_TARGET_DIR/bench-state or target/bench-state). Needs root, git, cargo,
+# setpriv and python3.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT_MD=$ROOT/bench/state-results.md
 DIR=${STATE_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/bench-state}
-RUNS=${STATE_RUNS:-300}
+RUNS=${STATE_RUNS:-200}
 
 die() { echo "bench/state.sh: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (it measures root and landwall-test)"
-for t in git cargo hyperfine setpriv python3; do command -v "$t" >/dev/null || die "$t is missing"; done
+for t in git cargo setpriv python3; do command -v "$t" >/dev/null || die "$t is missing"; done
 id landwall-test >/dev/null 2>&1 || useradd --system --no-create-home landwall-test
 
-BASE=$(git -C "$ROOT" rev-parse --short=7 "${STATE_BASE:-bffc58f}^{commit}")
-PREV=$(git -C "$ROOT" rev-parse --short=7 "${STATE_PREV:-de846b2}^{commit}")
+BASE=$(git -C "$ROOT" rev-parse --short=7 "${STATE_BASE:-89cc64c}^{commit}")
+PREV=$(git -C "$ROOT" rev-parse --short=7 "${STATE_PREV:-f6aa795}^{commit}")
 NEW=$(git -C "$ROOT" rev-parse --short=7 "${STATE_NEW:-HEAD}^{commit}")
 
 mkdir -p "$DIR/bin"
@@ -47,6 +49,7 @@ build() {
     (cd "$DIR/src-$c" && CARGO_TARGET_DIR="$DIR/target-$c" cargo build --release -q -p landwall)
     cp "$DIR/target-$c/release/landwall" "$DIR/bin/$c/landwall"
     ln -sf landwall "$DIR/bin/$c/claude"
+    ln -sf landwall "$DIR/bin/$c/codex"
     ln -sf landwall "$DIR/bin/$c/opencode"
 }
 build "$BASE"
@@ -59,7 +62,8 @@ build "$NEW"
 H=$DIR/home
 rm -rf "$H" "$DIR/agents"
 mkdir -p "$H/src/app" "$H/.claude/projects" "$H/.config/opencode" \
-    "$H/.local/share/opencode/snapshot" "$H/.local/state/opencode" "$DIR/agents"
+    "$H/.local/share/opencode/snapshot" "$H/.local/state/opencode" "$DIR/agents" \
+    "$H/.codex/sessions/2026/12/04" "$H/.codex/shell_snapshots" "$H/.codex/tmp" "$H/.cache"
 for d in packages bin node_modules models skills; do mkdir -p "$H/.cache/opencode/$d"; done
 git -C "$H/src/app" init -q
 python3 - "$H" <<'PY'
@@ -76,9 +80,14 @@ auth = {"anthropic": {"type": "oauth", "access": "a" * 100, "refresh": "r" * 100
 open(f"{h}/.local/share/opencode/auth.json", "w").write(json.dumps(auth, indent=2))
 open(f"{h}/.config/opencode/opencode.jsonc", "w").write("{}\n")
 open(f"{h}/.local/state/opencode/model.json", "w").write('{"recent": []}\n')
+open(f"{h}/.codex/config.toml", "w").write('model = "gpt-5.5"\n[mcp_servers.docs]\ncommand = "docs-mcp"\n')
+open(f"{h}/.codex/work.config.toml", "w").write('model = "gpt-5.5"\n')
+open(f"{h}/.codex/auth.json", "w").write(json.dumps({"OPENAI_API_KEY": "k" * 50}))
+for i in range(20):
+    open(f"{h}/.codex/sessions/2026/12/04/rollout-{i}.jsonl", "w").write("{}\n" * 50)
 PY
 chmod 600 "$H/.claude/.claude.json" "$H/.local/share/opencode/auth.json"
-for a in claude opencode; do
+for a in claude codex opencode; do
     printf '#!/bin/sh\nexit 0\n' >"$DIR/agents/$a-real"
     chmod 755 "$DIR/agents/$a-real"
 done
@@ -96,7 +105,7 @@ run() { # who, build, agent
 # Each launch must succeed, and leave nothing of the user's state set aside or put back.
 cd "$H/src/app"
 for c in "$BASE" "$PREV" "$NEW"; do
-    for a in claude opencode; do
+    for a in claude codex opencode; do
         for who in root user; do
             out=$(eval "$(run "$who" "$c" "$a")" 2>&1) || die "$c $a as $who failed: $out"
             [ -z "$out" ] || die "$c $a as $who said: $out"
@@ -108,22 +117,27 @@ md() { echo "$*" >>"$OUT_MD.tmp"; }
 : >"$OUT_MD.tmp"
 md "# Judging the agents' own state at launch (bench/state.sh)"
 md ""
-md "\`base\` is $BASE (before the launches' private copies of \`.claude.json\` and \`auth.json\` and OpenCode's held cache), \`prev\` $PREV, \`new\` $NEW. Release builds, the shim launching /bin/true from a git repository in a home with each agent's state as a signed-in user has it; hyperfine -N, $RUNS runs each, medians. Kernel $(uname -r), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
+md "\`base\` is $BASE, \`prev\` $PREV, \`new\` $NEW. Release builds, the shim launching /bin/true from a git repository in a home with each agent's state as a signed-in user has it; interleaved, one launch of each build in turn, $RUNS rounds after 20 warm-up launches each, medians. Kernel $(uname -r), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start."
 md ""
 md "| agent | who | base ms | prev ms | new ms | new × base | new × prev |"
 md "|---|---|---:|---:|---:|---:|---:|"
-for a in claude opencode; do
+for a in claude codex opencode; do
     for who in root user; do
-        json=$DIR/hyperfine-$a-$who.json
-        hyperfine -N -w 30 -r "$RUNS" --export-json "$json" \
-            -n base "$(run "$who" "$BASE" "$a")" \
-            -n prev "$(run "$who" "$PREV" "$a")" \
-            -n new "$(run "$who" "$NEW" "$a")" >/dev/null
-        python3 - "$json" "$a" "$who" >>"$OUT_MD.tmp" <<'PY'
-import json, sys
-r = {x["command"]: x["median"] * 1000 for x in json.load(open(sys.argv[1]))["results"]}
-b, p, n = r["base"], r["prev"], r["new"]
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {b:.3f} | {p:.3f} | {n:.3f} | {n / b:.3f} | {n / p:.3f} |")
+        python3 - "$RUNS" "$a" "$who" "$(run "$who" "$BASE" "$a")" "$(run "$who" "$PREV" "$a")" "$(run "$who" "$NEW" "$a")" >>"$OUT_MD.tmp" <<'PY'
+import shlex, statistics, subprocess, sys, time
+runs, agent, who = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cmds = [shlex.split(c) for c in sys.argv[4:7]]
+for c in cmds:
+    for _ in range(20):
+        subprocess.run(c, check=True)
+times = [[] for _ in cmds]
+for _ in range(runs):
+    for c, t in zip(cmds, times):
+        start = time.perf_counter_ns()
+        subprocess.run(c, check=True)
+        t.append((time.perf_counter_ns() - start) / 1e6)
+b, p, n = (statistics.median(t) for t in times)
+print(f"| {agent} | {who} | {b:.3f} | {p:.3f} | {n:.3f} | {n / b:.3f} | {n / p:.3f} |", flush=True)
 PY
     done
 done

@@ -143,7 +143,9 @@ pub(crate) fn as_owner<T>(
 /// Renames `name` in `dir` aside to `<prefix>.landwall-swept-<pid>-<random>`, never over
 /// anything, and returns the new name: under it no program reads what was there, and
 /// nothing is lost. Random, so that the agent (or a job) cannot have taken every name it
-/// will be given; tried with 64 names.
+/// will be given; tried with 64 names. A prefix too long for that to make a name the file
+/// system takes is cut to [`ASIDE_PREFIX_MAX`] bytes (found by review: an agent's file
+/// named to 243 bytes could not be set aside, ENAMETOOLONG, and stayed).
 pub fn rename_aside(
     dir: std::os::fd::BorrowedFd<'_>,
     name: &std::ffi::OsStr,
@@ -152,6 +154,10 @@ pub fn rename_aside(
     rename_aside_into(dir, name, dir, prefix)
 }
 
+/// The longest prefix [`rename_aside`] keeps: with `.landwall-swept-`, a pid of up to ten
+/// digits, `-` and sixteen hex digits (44 bytes), a name of at most 255 bytes.
+pub const ASIDE_PREFIX_MAX: usize = 255 - 44;
+
 /// [`rename_aside`] into the directory `to`.
 pub fn rename_aside_into(
     dir: std::os::fd::BorrowedFd<'_>,
@@ -159,6 +165,9 @@ pub fn rename_aside_into(
     to: std::os::fd::BorrowedFd<'_>,
     prefix: &std::ffi::OsStr,
 ) -> io::Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = prefix.as_bytes();
+    let prefix = std::ffi::OsStr::from_bytes(&bytes[..bytes.len().min(ASIDE_PREFIX_MAX)]);
     let mut last = io::Error::from_raw_os_error(libc::EEXIST);
     for n in 0..64u32 {
         let mut aside = prefix.to_os_string();

@@ -366,6 +366,14 @@ const AGENT_CODE: &[(&str, Code)] = &[
     (
         "codex",
         Code {
+            path: ".codex/environments.toml",
+            make: None,
+            reason: "Codex's execution environments: the program of each, started by every Codex at its start, walled or not (found by review)",
+        },
+    ),
+    (
+        "codex",
+        Code {
             path: ".codex/models_cache.json",
             make: None,
             reason: "Codex's model catalogue, as fetched: each model's base instructions, taken up by every session until it is fetched again (found by review)",

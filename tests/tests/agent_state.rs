@@ -1013,13 +1013,16 @@ echo "--- a: $(as "$@" run -- sh -c 'cat ~/.cache/plant')"
 }
 
 /// What an agent does to Codex's profile layers (`~/.codex/*.config.toml`): makes one by
-/// name, renames one into place, writes the user's own, and makes one last, taking the
+/// name, one whose name is as long as a name may be (found by review: its set-aside name
+/// was too long, and it stayed), renames one into place, writes the user's own, and makes
+/// one last, taking the
 /// owner's rights from `~/.codex` in the same instant (so that the watcher, which holds no
 /// capability, could not look in it). Then it says whether its first layer was still there
 /// a moment later.
 const PROFILE_SCRIPT: &str = r#"
 c=$HOME/.codex
 echo 'notify = ["sh", "-c", "planted by the agent"]' > "$c/work.config.toml"
+echo 'notify = ["sh", "-c", "planted by the agent"]' > "$c/$(printf 'a%.0s' $(seq 243)).config.toml"
 echo 'notify = ["sh", "-c", "planted by the agent"]' > "$c/.draft" && mv "$c/.draft" "$c/moved.config.toml"
 echo 'planted by the agent' >> "$c/mine.config.toml" 2>/dev/null
 i=0
@@ -1110,7 +1113,7 @@ fn profile_layers_walled(unprivileged: bool) {
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().contains(".landwall-swept-"))
         .count();
-    assert_eq!(aside, 3, "{}", describe(&out));
+    assert_eq!(aside, 4, "{}", describe(&out));
 
     // Control: the same script without the wall leaves every layer of the agent's.
     let sb = profile_layer_scene("codex-profile-control", unprivileged);
@@ -1132,10 +1135,11 @@ fn profile_layers_walled(unprivileged: bool) {
     assert_eq!(
         names,
         [
-            "late.config.toml",
-            "mine.config.toml",
-            "moved.config.toml",
-            "work.config.toml"
+            format!("{}.config.toml", "a".repeat(243)),
+            "late.config.toml".into(),
+            "mine.config.toml".into(),
+            "moved.config.toml".into(),
+            "work.config.toml".into(),
         ],
         "{}",
         describe(&out)
