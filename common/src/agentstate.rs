@@ -740,11 +740,17 @@ pub fn commands(path: &Path) -> io::Result<Vec<(String, String)>> {
             vec![("instructions".to_string(), format!("{} bytes", text.len()))]
         });
     }
-    // Codex's configuration, and its profile layers (`<name>.config.toml`).
-    let keys: &[&str] = if name.ends_with("config.toml") {
+    // Codex's configuration, its profile layers (`<name>.config.toml`) and its execution
+    // environments (`environments.toml`, each naming a program).
+    let keys: &[&str] = if name.ends_with(".toml") {
+        let keys = if name.ends_with("config.toml") {
+            CODEX
+        } else {
+            &["environments"]
+        };
         let text = std::str::from_utf8(&text).map_err(io::Error::other)?;
         let t: toml::Table = toml::from_str(text).map_err(io::Error::other)?;
-        return Ok(CODEX
+        return Ok(keys
             .iter()
             .filter_map(|k| t.get(*k).map(|v| (k.to_string(), v.to_string())))
             .collect());
@@ -1154,6 +1160,28 @@ mod tests {
         assert!(!format!("{shown:?}").contains("SECRET"));
         std::fs::write(&p, "[]").expect("write");
         assert!(sign_ins(&p).is_err());
+    }
+
+    #[test]
+    fn codexs_layers_and_environments_are_listed_by_their_command_keys() {
+        let d = crate::testutil::Scratch::new("codex-keys");
+        let layer = d.0.join("work.config.toml");
+        std::fs::write(&layer, "model = \"m\"\nnotify = [\"sh\", \"-c\", \"x\"]\n").expect("write");
+        let envs = d.0.join("environments.toml");
+        std::fs::write(
+            &envs,
+            "default = \"x\"\n[[environments]]\nid = \"x\"\nprogram = \"/bin/sh\"\n",
+        )
+        .expect("write");
+        let keys = |p: &Path| -> Vec<String> {
+            commands(p)
+                .expect("parsed")
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        };
+        assert_eq!(keys(&layer), ["notify"]);
+        assert_eq!(keys(&envs), ["environments"]);
     }
 
     #[test]
