@@ -535,27 +535,40 @@ fn start_basis(
         let left = record.others()?;
         record.forget(&left)?;
     }
-    // A name a pattern stands for that the record does not name was made since it was
-    // written: judged as the agent's where an earlier launch did not finish.
+    let loaded = loaded.filter(|_| !other);
+    // A name a pattern stands for ([`Absent::pattern`]) that a record which judged that
+    // pattern does not name was made since it was written: where an earlier launch did not
+    // finish, it is judged as the agent's. (A record written by a launch that did not judge
+    // the pattern, of another agent, takes it as the start has it, as any path it does not
+    // name; so does a launch beside another, whose start is not judged.)
+    let judged_patterns: Vec<&Path> = protection
+        .absent
+        .iter()
+        .filter(|a| a.pattern().is_some())
+        .filter(|a| {
+            loaded
+                .as_ref()
+                .is_some_and(|l| l.paths.contains_key(&a.path))
+        })
+        .map(|a| a.path.as_path())
+        .collect();
     let made = |p: &Path| {
         protection
             .absent
             .iter()
-            .any(|a| a.pattern().is_some() && a.covers(p))
+            .any(|a| judged_patterns.contains(&a.path.as_path()) && a.covers(p))
     };
-    let saved = loaded
-        .filter(|_| !other)
-        .map(|s| s.naming_all_of_but(&now, made));
-    let basis = match (record.exclusive, saved) {
-        (true, Some(saved)) => {
+    let basis = match (record.exclusive, loaded) {
+        (true, Some(loaded)) => {
             let left = record.others()?;
             if left.is_empty() {
-                if saved != now {
+                if loaded.naming_all_of(&now) != now {
                     record.save(&now)?;
                 }
                 now
             } else {
                 // An earlier launch did not finish: what it may have left is judged now.
+                let saved = loaded.naming_all_of_but(&now, made);
                 let before = swept.failed;
                 judge(&now, &saved, judged, protection, swept);
                 if swept.failed == before {
@@ -568,7 +581,7 @@ fn start_basis(
             record.save(&now)?;
             now
         }
-        (false, Some(saved)) => saved,
+        (false, Some(loaded)) => loaded.naming_all_of(&now),
         (false, None) => now,
     };
     Ok(basis)
